@@ -1,0 +1,46 @@
+# Developer entry points. `make demo` and `make test` set up everything they need (venv, build) themselves.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+BUILD ?= build
+JOBS ?= 2
+# Serializes concurrent builds of the same tree (several shells or agents building at once).
+LOCK := flock $(BUILD).lock
+
+.PHONY: venv build test test-fast demo bench lint wheel clean
+
+$(VENV)/.stamp: requirements-dev.txt
+	$(PY) -m venv $(VENV)
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.stamp
+
+build: venv
+	@$(LOCK) bash -c 'set -e; \
+	  if [ ! -f $(BUILD)/CMakeCache.txt ]; then \
+	    cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	      -DPython_EXECUTABLE=$(abspath $(VPY)) -Dpybind11_DIR=$$($(VPY) -m pybind11 --cmakedir) >/dev/null; \
+	  fi; \
+	  cmake --build $(BUILD) -j $(JOBS)'
+
+test: build
+	PYTHONPATH=python ORTQUANT_BUILD_DIR=$(abspath $(BUILD)) $(VPY) -m pytest -q tests
+
+demo: build
+	PYTHONPATH=python $(VPY) models/demo.py
+
+bench: build
+	PYTHONPATH=python $(VPY) bench/run_all.py
+
+lint: venv
+	$(VENV)/bin/ruff check python tests bench models
+	$(VENV)/bin/ruff format --check python tests bench models
+
+wheel: venv
+	$(VPY) -m pip wheel . -w dist --no-deps
+
+clean:
+	rm -rf $(BUILD) dist python/ortquant/*.so

@@ -1,0 +1,6 @@
+// Quant loops compiled for the scalar path (flags chosen by this file's name in CMakeLists.txt).
+#include "core/qonnx/quant_kernels.h"
+
+namespace ortquant::qonnx::scalar {
+#include "core/qonnx/quant_impl.inc"
+}  // namespace ortquant::qonnx::scalar

@@ -1,0 +1,12 @@
+// OpSpec factories of the QONNX family (one .cc per op in this folder). The name is passed in so the same
+// kernel serves aliases (Quant/IntQuant, Trunc/TruncQuant).
+#pragma once
+#include <string>
+
+#include "ort/op.h"
+
+namespace ortquant::ort {
+
+OpSpec quant_spec(const std::string& name);
+
+}  // namespace ortquant::ort

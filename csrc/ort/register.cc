@@ -1,0 +1,125 @@
+// RegisterCustomOps: the one table (domain group, op name) -> kernel. The library uses only the OrtApiBase it
+// is given (it does not link libonnxruntime), requests min(runtime API, ORT_API_VERSION), and creates its
+// OrtCustomOp and OrtCustomOpDomain objects once per process; they live until the process ends.
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ort/kernels/ngraph/ngraph_ops.h"
+#include "ort/kernels/qonnx/qonnx_ops.h"
+#include "ort/op.h"
+
+#ifndef ORTQUANT_VERSION
+#define ORTQUANT_VERSION "0.1.0"
+#endif
+
+namespace ortquant::ort {
+namespace {
+
+// Domain groups (decision 3): every op of a group is registered in each of its domains.
+const std::vector<const char*> kQonnxDomains = {"qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"};
+const std::vector<const char*> kNgraphDomains = {"ngraph"};
+
+struct Entry {
+  const std::vector<const char*>* domains;
+  const char* name;
+  OpSpec (*make)(const std::string& name);
+};
+
+// The table. Aliases (decision 3): IntQuant = Quant, TruncQuant = Trunc.
+const std::vector<Entry>& table() {
+  static const std::vector<Entry> t = {
+      {&kQonnxDomains, "Quant", &quant_spec},
+      {&kQonnxDomains, "IntQuant", &quant_spec},
+      // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
+      // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
+  };
+  return t;
+}
+
+struct Registry {
+  std::vector<std::unique_ptr<CustomOp>> ops;
+  std::vector<OrtCustomOpDomain*> domains;  // released never: onnxruntime may reference them until exit
+};
+
+std::mutex g_mutex;
+Registry* g_registry = nullptr;  // deliberately leaked (see -z nodelete in CMakeLists.txt)
+
+uint32_t runtime_api_version(const OrtApiBase* base) {
+  // "1.31.1" -> 31. The C API version equals onnxruntime's minor version.
+  const char* v = base->GetVersionString();
+  uint32_t minor = ORT_API_VERSION;
+  if (v != nullptr) {
+    const char* dot = std::strchr(v, '.');
+    if (dot != nullptr) minor = static_cast<uint32_t>(std::strtoul(dot + 1, nullptr, 10));
+  }
+  return minor < ORT_API_VERSION ? minor : ORT_API_VERSION;
+}
+
+OrtStatus* build_registry(uint32_t api_version) {
+  auto reg = std::make_unique<Registry>();
+  std::vector<std::pair<std::string, OrtCustomOpDomain*>> by_name;
+  for (const Entry& e : table()) {
+    reg->ops.push_back(std::make_unique<CustomOp>(e.make(e.name), api_version));
+    const CustomOp* op = reg->ops.back().get();
+    for (const char* d : *e.domains) {
+      OrtCustomOpDomain* dom = nullptr;
+      for (auto& p : by_name)
+        if (p.first == d) dom = p.second;
+      if (dom == nullptr) {
+        if (OrtStatus* st = g_api->CreateCustomOpDomain(d, &dom)) return st;
+        by_name.emplace_back(d, dom);
+        reg->domains.push_back(dom);
+      }
+      if (OrtStatus* st = g_api->CustomOpDomain_Add(dom, op)) return st;
+    }
+  }
+  g_registry = reg.release();
+  return nullptr;
+}
+
+}  // namespace
+}  // namespace ortquant::ort
+
+extern "C" {
+
+// Entry point of SessionOptions.register_custom_ops_library / RegisterCustomOpsLibrary_V2.
+__attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
+                                                                                  const OrtApiBase* api_base) {
+  using namespace ortquant::ort;
+  if (api_base == nullptr) return nullptr;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  uint32_t version = runtime_api_version(api_base);
+  const OrtApi* api = nullptr;
+  for (; version >= 17 && api == nullptr; --version) api = api_base->GetApi(version);
+  if (api == nullptr) return nullptr;  // onnxruntime older than 1.17: nothing we can report through
+  ++version;
+  if (g_api == nullptr) g_api = api;
+  try {
+    if (g_registry == nullptr) {
+      if (OrtStatus* st = build_registry(version)) return st;
+    }
+    for (OrtCustomOpDomain* d : g_registry->domains) {
+      if (OrtStatus* st = g_api->AddCustomOpDomain(options, d)) return st;
+    }
+  } catch (const std::exception& e) {
+    return g_api->CreateStatus(ORT_FAIL, (std::string("ortquant: ") + e.what()).c_str());
+  } catch (...) {
+    return g_api->CreateStatus(ORT_FAIL, "ortquant: unknown error during registration");
+  }
+  return nullptr;
+}
+
+// Same as RegisterCustomOps under a unique name, for hosts that link several op libraries statically
+// (OrtApi::RegisterCustomOpsUsingFunction).
+__attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterOrtQuantOps(OrtSessionOptions* options,
+                                                                                    const OrtApiBase* api_base) {
+  return RegisterCustomOps(options, api_base);
+}
+
+__attribute__((visibility("default"))) const char* OrtQuantVersion(void) { return ORTQUANT_VERSION; }
+
+}  // extern "C"

@@ -1,0 +1,101 @@
+// ortquant._C: pybind11 bindings over the core kernels (no onnxruntime involved). Used by ortquant.kernels and
+// by the tests to compare the C++ paths (scalar, AVX2, AVX-512) with the numpy reference.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/qonnx/quant.h"
+#include "core/rounding.h"
+#include "core/shape.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+using namespace ortquant;
+
+namespace ortquant::py_bindings {
+
+Shape shape_of(const py::array& a) { return Shape(a.shape(), a.shape() + a.ndim()); }
+
+py::array_t<float> as_f32(const py::handle& h) {
+  return py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(h);
+}
+
+RoundMode qonnx_mode(const std::string& name) {
+  RoundMode m;
+  if (!parse_qonnx_round_mode(name, &m)) throw Error("unknown rounding mode '" + name + "'");
+  return m;
+}
+
+}  // namespace ortquant::py_bindings
+
+using namespace ortquant::py_bindings;
+
+namespace {
+
+py::array_t<float> quant(const py::array& x_in, const py::array& s_in, const py::array& z_in, const py::array& b_in,
+                         bool is_signed, bool narrow, const std::string& rounding_mode) {
+  auto x = as_f32(x_in), s = as_f32(s_in), z = as_f32(z_in);
+  const RoundMode mode = qonnx_mode(rounding_mode);
+  if (b_in.size() != 1) throw Error("bitwidth must have exactly one element");
+  qonnx::IntQuantBounds bounds;
+  if (py::isinstance<py::array_t<int32_t>>(b_in) && b_in.dtype().kind() == 'i') {
+    bounds = qonnx::int_quant_bounds_int(is_signed, narrow, *static_cast<const int32_t*>(b_in.data()));
+  } else {
+    auto b = as_f32(b_in);
+    bounds = qonnx::int_quant_bounds(is_signed, narrow, *b.data());
+  }
+  const Shape out = broadcast_shapes({shape_of(x), shape_of(s), shape_of(z), shape_of(b_in)});
+  const BroadcastPlan plan = make_broadcast_plan(out, {shape_of(x), shape_of(s), shape_of(z)});
+  py::array_t<float> y(out);
+  {
+    py::gil_scoped_release nogil;
+    qonnx::int_quant(plan, x.data(), s.data(), z.data(), y.mutable_data(), 0, plan.total, bounds, mode);
+  }
+  return y;
+}
+
+py::array_t<float> round_py(const py::array& x_in, const std::string& mode_name, bool ngraph) {
+  auto x = as_f32(x_in);
+  RoundMode m;
+  if (ngraph ? !parse_ngraph_round_mode(mode_name, &m) : !parse_qonnx_round_mode(mode_name, &m))
+    throw Error("unknown rounding mode '" + mode_name + "'");
+  py::array_t<float> y(shape_of(x));
+  const float* xp = x.data();
+  float* yp = y.mutable_data();
+  for (py::ssize_t i = 0; i < x.size(); ++i) yp[i] = round_value(m, xp[i]);
+  return y;
+}
+
+void set_isa(const std::string& name) {
+  if (name.empty()) {
+    clear_isa_override();
+    return;
+  }
+  Isa isa;
+  if (!parse_isa(name, &isa)) throw Error("unknown ISA '" + name + "' (scalar, avx2, avx512, avx512vnni)");
+  set_isa_override(isa);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "ortquant core kernels on numpy arrays (no onnxruntime)";
+  py::register_exception<Error>(m, "OrtQuantError", PyExc_ValueError);
+  m.def("detected_isa", [] { return std::string(isa_name(detected_isa())); },
+        "The best kernel path this CPU supports: scalar, avx2, avx512 or avx512vnni.");
+  m.def("active_isa", [] { return std::string(isa_name(active_isa())); },
+        "The kernel path in use (after ORTQUANT_ISA and set_isa).");
+  m.def("set_isa", &set_isa, py::arg("name"),
+        "Force a kernel path no better than `name` in this process; '' restores automatic choice.");
+  m.def("quant", &quant, py::arg("x"), py::arg("scale"), py::arg("zeropt"), py::arg("bitwidth"),
+        py::arg("signed") = true, py::arg("narrow") = false, py::arg("rounding_mode") = "ROUND",
+        "QONNX Quant/IntQuant on float32 arrays with numpy broadcasting.");
+  m.def("round", &round_py, py::arg("x"), py::arg("mode"), py::arg("ngraph") = false,
+        "Round float32 values with a QONNX (or, with ngraph=True, nGraph) rounding-mode name.");
+  ortquant::py_bindings::register_all(m);
+}

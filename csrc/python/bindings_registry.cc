@@ -1,0 +1,8 @@
+// The list of per-family binding registrations (one line per family).
+#include "python/bindings.h"
+
+namespace ortquant::py_bindings {
+
+void register_all(pybind11::module_& m) { (void)m; }
+
+}  // namespace ortquant::py_bindings

@@ -1,0 +1,49 @@
+"""Kernel-level access to ortquant's native math on numpy arrays, without building a graph.
+
+These call the same C++ core as the onnxruntime ops. ``active_isa()`` tells which CPU path runs;
+``set_isa("scalar")`` forces the scalar reference path in this process (``set_isa("")`` undoes it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ortquant import _C
+
+detected_isa = _C.detected_isa
+active_isa = _C.active_isa
+set_isa = _C.set_isa
+
+
+def quant(
+    x: np.ndarray,
+    scale: np.ndarray | float,
+    zeropt: np.ndarray | float,
+    bitwidth: np.ndarray | float | int,
+    signed: bool = True,
+    narrow: bool = False,
+    rounding_mode: str = "ROUND",
+) -> np.ndarray:
+    """QONNX Quant/IntQuant: ``(clamp_round(x / scale + zeropt) - zeropt) * scale`` in float32.
+
+    Parameters broadcast like numpy. ``bitwidth`` is one float32 or int32 value.
+    """
+    b = np.asarray(bitwidth)
+    if b.dtype.kind in "iu":
+        b = b.astype(np.int32)
+    else:
+        b = b.astype(np.float32)
+    return _C.quant(
+        np.asarray(x, dtype=np.float32),
+        np.asarray(scale, dtype=np.float32),
+        np.asarray(zeropt, dtype=np.float32),
+        b,
+        signed,
+        narrow,
+        rounding_mode,
+    )
+
+
+def round(x: np.ndarray, mode: str, ngraph: bool = False) -> np.ndarray:  # noqa: A001 - mirrors the op
+    """Round float32 values with a QONNX rounding-mode name (or an nGraph one with ``ngraph=True``)."""
+    return _C.round(np.asarray(x, dtype=np.float32), mode, ngraph)

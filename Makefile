@@ -5,6 +5,8 @@ VENV ?= .venv
 VPY := $(VENV)/bin/python
 BUILD ?= build
 JOBS ?= 2
+# Tools installed in the venv (cmake, ninja) come first.
+export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Serializes concurrent builds of the same tree (several shells or agents building at once).
 LOCK := flock $(BUILD).lock
 

@@ -13,6 +13,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
 
+try:  # the exception types onnxruntime raises
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, RuntimeException
+
+    ORT_ERRORS: tuple[type[BaseException], ...] = (Fail, InvalidArgument, InvalidGraph, RuntimeException)
+except ImportError:  # pragma: no cover - layout of another onnxruntime release
+    ORT_ERRORS = (RuntimeError,)
+
 IR_VERSION = 10  # onnx 1.23 writes 14 by default, onnxruntime 1.31 reads at most 13 (decision 17)
 
 NP_TO_ONNX = {
@@ -111,8 +118,30 @@ def assert_bitexact(actual: np.ndarray, expected: np.ndarray) -> None:
 
 
 SPECIAL_F32 = np.array(
-    [0.0, -0.0, np.inf, -np.inf, np.nan, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999997, -0.49999997,
-     1e30, -1e30, 1e-45, 8388609.0, -8388609.0, 127.5, -128.5, 3.0, 1.0000001],
+    [
+        0.0,
+        -0.0,
+        np.inf,
+        -np.inf,
+        np.nan,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        0.49999997,
+        -0.49999997,
+        1e30,
+        -1e30,
+        1e-45,
+        8388609.0,
+        -8388609.0,
+        127.5,
+        -128.5,
+        3.0,
+        1.0000001,
+    ],
     dtype=np.float32,
 )
 

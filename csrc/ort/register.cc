@@ -122,4 +122,15 @@ __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterOrtQuantO
 
 __attribute__((visibility("default"))) const char* OrtQuantVersion(void) { return ORTQUANT_VERSION; }
 
+// Every (domain, op) the library registers, one "domain<TAB>op" per line. Needs no onnxruntime.
+__attribute__((visibility("default"))) const char* OrtQuantOpList(void) {
+  static const std::string list = [] {
+    std::string s;
+    for (const auto& e : ortquant::ort::table())
+      for (const char* d : *e.domains) s += std::string(d) + "\t" + e.name + "\n";
+    return s;
+  }();
+  return list.c_str();
+}
+
 }  // extern "C"

@@ -11,7 +11,7 @@ For a C/C++ host, load :func:`library_path` with ``RegisterCustomOpsLibrary_V2``
 
 from __future__ import annotations
 
-from ortquant._library import library_path, register
+from ortquant._library import library_path, native_version, register, supported_ops
 from ortquant._session import InferenceSession, prepare_model
 from ortquant.schemas import register_schemas
 
@@ -21,9 +21,11 @@ __all__ = [
     "InferenceSession",
     "__version__",
     "library_path",
+    "native_version",
     "prepare_model",
     "register",
     "register_schemas",
+    "supported_ops",
 ]
 
 register_schemas()

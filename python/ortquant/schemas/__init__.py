@@ -13,7 +13,8 @@ def register_schemas() -> None:
     global _done
     if _done:
         return
-    from ortquant.schemas import qonnx
+    from ortquant.schemas import ngraph, qonnx
 
     qonnx.register()
+    ngraph.register()
     _done = True

@@ -1,7 +1,271 @@
-"""ONNX schemas of the QONNX ops in qonnx.custom_op.general, finn.custom_op.general and onnx.brevitas."""
+"""ONNX schemas of the QONNX ops, registered in qonnx.custom_op.general, finn.custom_op.general, onnx.brevitas.
+
+Attributes that exporters always write but qonnx marks required are declared optional with the default our
+kernels use (docs/ops.md), so models that omit them still pass the checker and run.
+"""
 
 from __future__ import annotations
 
+import onnx
+from onnx import TensorProto
+
+from ortquant.schemas._builder import (
+    Attr,
+    AttrType,
+    Op,
+    Param,
+    attr,
+    broadcast,
+    infer_broadcast,
+    infer_same_as_input,
+    input_elem_type,
+    input_shape,
+    register_ops,
+    set_output,
+)
+
+DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
+
+F = "tensor(float)"
+BW = ("TB", ["tensor(float)", "tensor(int32)"], "bit width: float32 or int32")
+
+_ROUND = Attr(
+    "rounding_mode", AttrType.STRING, "ROUND", doc="ROUND/HALF_EVEN, CEIL, FLOOR, UP, DOWN, HALF_UP, HALF_DOWN"
+)
+
+
+def _quant(name: str) -> Op:
+    return Op(
+        name,
+        "Integer quantize-dequantize: (clamp_round(X / scale + zeropt) - zeropt) * scale.",
+        [Param("X", F), Param("scale", F), Param("zeropt", F), Param("bitwidth", "TB")],
+        [Param("Y", F)],
+        [
+            Attr("signed", AttrType.INT, 1),
+            Attr("narrow", AttrType.INT, 0),
+            _ROUND,
+        ],
+        [BW],
+        infer_broadcast([0, 1, 2, 3], TensorProto.FLOAT),
+    )
+
+
+def _trunc(name: str) -> list[Op]:
+    v1 = Op(
+        name,
+        "Trunc v1: truncate the in_bitwidth integer to out_bitwidth, keep the input scale.",
+        [Param(n, "TB" if "bitwidth" in n else F) for n in ("X", "scale", "zeropt", "in_bitwidth", "out_bitwidth")],
+        [Param("Y", F)],
+        [Attr("rounding_mode", AttrType.STRING, "FLOOR")],
+        [BW],
+        infer_broadcast([0, 1, 2], TensorProto.FLOAT),
+        since_version=1,
+    )
+    v2 = Op(
+        name,
+        "Trunc v2: requantize to out_scale (power-of-two ratio) and out_bitwidth with clamping.",
+        [
+            Param(n, "TB" if "bitwidth" in n else F)
+            for n in ("X", "scale", "zeropt", "in_bitwidth", "out_scale", "out_bitwidth")
+        ],
+        [Param("Y", F)],
+        [
+            Attr("rounding_mode", AttrType.STRING, "FLOOR"),
+            Attr("signed", AttrType.INT, 1),
+            Attr("narrow", AttrType.INT, 0),
+        ],
+        [BW],
+        infer_broadcast([0, 1, 2, 4], TensorProto.FLOAT),
+        since_version=2,
+    )
+    return [v1, v2]
+
+
+def _multithreshold_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+    set_output(ctx, 0, input_elem_type(ctx, 0), input_shape(ctx, 0))
+
+
+def _xnor_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+    a, b = input_shape(ctx, 0), input_shape(ctx, 1)
+    shape = None if a is None or b is None else [*a[:-1], b[-1]]
+    set_output(ctx, 0, TensorProto.FLOAT, shape)
+
+
+def _conv_out(size: int | str | None, k: int, stride: int, pad: int, dil: int, ceil: bool = False) -> int | None:
+    if not isinstance(size, int):
+        return None
+    span = size + pad - dil * (k - 1) - 1
+    if ceil:
+        return -(-span // stride) + 1
+    return span // stride + 1
+
+
+def _im2col_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+    s = input_shape(ctx, 0)
+    stride = list(attr(ctx, "stride"))
+    k = list(attr(ctx, "kernel_size"))
+    pads = list(attr(ctx, "pad_amount", [0, 0, 0, 0]))
+    dil = list(attr(ctx, "dilations", [1, 1]))
+    shape = None
+    if s is not None and len(s) == 4:
+        n, h, w, c = s
+        oh = _conv_out(h, k[0], stride[0], pads[0] + pads[2], dil[0])
+        ow = _conv_out(w, k[1], stride[1], pads[1] + pads[3], dil[1])
+        ch = c * k[0] * k[1] if isinstance(c, int) else None
+        shape = [n, oh, ow, ch]
+    set_output(ctx, 0, input_elem_type(ctx, 0), shape)
+
+
+def _maxpool_nhwc_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+    s = input_shape(ctx, 0)
+    k = list(attr(ctx, "kernel_shape"))
+    pads = list(attr(ctx, "pads"))
+    strides = list(attr(ctx, "strides"))
+    ceil = bool(attr(ctx, "ceil_mode", 0))
+    shape = None
+    if s is not None and len(s) == 4:
+        n, h, w, c = s
+        shape = [
+            n,
+            _conv_out(h, k[0], strides[0], pads[0] + pads[2], 1, ceil),
+            _conv_out(w, k[1], strides[1], pads[1] + pads[3], 1, ceil),
+            c,
+        ]
+    set_output(ctx, 0, input_elem_type(ctx, 0), shape)
+
+
+def _quantavgpool_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+    s = input_shape(ctx, 0)
+    k = int(attr(ctx, "kernel"))
+    st = int(attr(ctx, "stride"))
+    layout = attr(ctx, "data_layout", b"NCHW")
+    layout = layout.decode() if isinstance(layout, bytes) else str(layout)
+    shape = None
+    if s is not None and len(s) == 4:
+        if layout == "NHWC":
+            n, h, w, c = s
+            shape = [n, _conv_out(h, k, st, 0, 1), _conv_out(w, k, st, 0, 1), c]
+        else:
+            n, c, h, w = s
+            shape = [n, c, _conv_out(h, k, st, 0, 1), _conv_out(w, k, st, 0, 1)]
+    set_output(ctx, 0, TensorProto.FLOAT, shape)
+
+
+def _float_quant_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+    set_output(ctx, 0, TensorProto.FLOAT, broadcast([input_shape(ctx, i) for i in range(6)]))
+
+
+def ops() -> list[Op]:
+    """Every QONNX op schema (all versions)."""
+    result = [
+        _quant("Quant"),
+        _quant("IntQuant"),
+        Op(
+            "BipolarQuant",
+            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale.",
+            [Param("X", F), Param("scale", F)],
+            [Param("Y", F)],
+            infer=infer_broadcast([0, 1], TensorProto.FLOAT),
+        ),
+        *_trunc("Trunc"),
+        *_trunc("TruncQuant"),
+        Op(
+            "FloatQuant",
+            "Minifloat quantize-dequantize with exponent/mantissa widths, bias and max value.",
+            [Param(n, F) for n in ("X", "scale", "exponent_bitwidth", "mantissa_bitwidth", "exponent_bias", "max_val")],
+            [Param("Y", F)],
+            [
+                _ROUND,
+                Attr("has_inf", AttrType.INT, 0),
+                Attr("has_nan", AttrType.INT, 0),
+                Attr("has_subnormal", AttrType.INT, 0),
+                Attr("saturation", AttrType.INT, 1),
+            ],
+            infer=_float_quant_infer,
+        ),
+        Op(
+            "MultiThreshold",
+            "Y = out_scale * (number of thresholds of X's channel that are <= X) + out_bias.",
+            [Param("X", "T"), Param("thresholds", "T")],
+            [Param("Y", "T")],
+            [
+                Attr("out_dtype", AttrType.STRING, ""),
+                Attr("out_scale", AttrType.FLOAT, 1.0),
+                Attr("out_bias", AttrType.FLOAT, 0.0),
+                Attr("data_layout", AttrType.STRING, "NCHW"),
+            ],
+            [("T", ["tensor(float)"], "float32")],
+            _multithreshold_infer,
+        ),
+        Op(
+            "XnorPopcountMatMul",
+            "Binary matmul on {0,1} operands: number of agreeing bits.",
+            [Param("A", F), Param("B", F)],
+            [Param("Y", F)],
+            infer=_xnor_infer,
+        ),
+        Op(
+            "Im2Col",
+            "NHWC image to (N, OH, OW, KH*KW*C) patches, inner order (kh, kw, c).",
+            [Param("X", "T")],
+            [Param("Y", "T")],
+            [
+                Attr("stride", AttrType.INTS, required=True),
+                Attr("kernel_size", AttrType.INTS, required=True),
+                Attr("input_shape", AttrType.STRING, required=True),
+                Attr("pad_amount", AttrType.INTS, [0, 0, 0, 0]),
+                Attr("pad_value", AttrType.INT, 0),
+                Attr("depthwise", AttrType.INT, 0),
+                Attr("dilations", AttrType.INTS, [1, 1]),
+            ],
+            [("T", ["tensor(float)"], "float32")],
+            _im2col_infer,
+        ),
+        Op(
+            "MaxPoolNHWC",
+            "Max pooling on NHWC tensors (ONNX MaxPool semantics, -inf padding).",
+            [Param("X", "T")],
+            [Param("Y", "T")],
+            [
+                Attr("kernel_shape", AttrType.INTS, required=True),
+                Attr("pads", AttrType.INTS, required=True),
+                Attr("strides", AttrType.INTS, required=True),
+                Attr("ceil_mode", AttrType.INT, 0),
+            ],
+            [("T", ["tensor(float)"], "float32")],
+            _maxpool_nhwc_infer,
+        ),
+        Op(
+            "QuantAvgPool2d",
+            "FINN's integer average pool: sum over the window, then an arithmetic right shift.",
+            [Param("X", F)],
+            [Param("Y", F)],
+            [
+                Attr("stride", AttrType.INT, required=True),
+                Attr("kernel", AttrType.INT, required=True),
+                Attr("ibits", AttrType.INT, required=True),
+                Attr("obits", AttrType.INT, required=True),
+                Attr("signed", AttrType.INT, required=True),
+                Attr("data_layout", AttrType.STRING, "NCHW"),
+            ],
+            infer=_quantavgpool_infer,
+        ),
+        Op(
+            "DebugMarker",
+            "Identity that marks a tensor for debugging.",
+            [Param("X", "T")],
+            [Param("Y", "T")],
+            [Attr("export_debug_name", AttrType.STRING, "")],
+            [("T", ["tensor(float)", "tensor(float16)", "tensor(double)"], "any float")],
+            infer_same_as_input(0),
+        ),
+    ]
+    return result
+
 
 def register() -> None:
-    """Register the QONNX schemas (filled in per op)."""
+    """Register the QONNX schemas in all three QONNX domains (idempotent)."""
+    register_ops(ops(), DOMAINS)
+
+
+__all__ = ["DOMAINS", "ops", "register"]

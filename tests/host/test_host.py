@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import ortquant
 import pytest
-from conftest import IR_VERSION, NP_TO_ONNX, make_node_model
 from onnx import TensorProto, helper, numpy_helper
+
+import ortquant
+from conftest import IR_VERSION, NP_TO_ONNX, make_node_model
 from ortquant.reference import qonnx as ref
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,9 +48,7 @@ def host() -> list[str]:
     """The command prefix: binary, onnxruntime library, ortquant library."""
     exe = _binary()
     if not exe.is_file():
-        pytest.skip(
-            f"host test binary not built: {exe} (run `make build`, or set ORTQUANT_BUILD_DIR)"
-        )
+        pytest.skip(f"host test binary not built: {exe} (run `make build`, or set ORTQUANT_BUILD_DIR)")
     return [str(exe), "--ort", str(_ort_library()), "--ops", ortquant.library_path()]
 
 
@@ -59,23 +58,15 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
 
 def _ok(cmd: list[str]) -> str:
     r = _run(cmd)
-    assert r.returncode == 0, (
-        f"{' '.join(cmd)}\nexit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
-    )
+    assert r.returncode == 0, f"{' '.join(cmd)}\nexit {r.returncode}\nstdout: {r.stdout}\nstderr: {r.stderr}"
     return r.stdout
 
 
 def write_tensor(path: Path, arr: np.ndarray) -> str:
     """Writes arr in the host test's tensor file format; returns the path as a string."""
     arr = np.ascontiguousarray(arr)
-    header = (
-        b"OQT1"
-        + struct.pack("<II", NP_TO_ONNX[arr.dtype], arr.ndim)
-        + struct.pack(f"<{arr.ndim}q", *arr.shape)
-    )
-    path.write_bytes(
-        header + arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
-    )
+    header = b"OQT1" + struct.pack("<II", NP_TO_ONNX[arr.dtype], arr.ndim) + struct.pack(f"<{arr.ndim}q", *arr.shape)
+    path.write_bytes(header + arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes())
     return str(path)
 
 
@@ -141,16 +132,12 @@ RAMP_CASES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case", RAMP_CASES, ids=lambda c: f"n{c[0]}-s{c[1]}-z{c[2]}-b{c[3]}-{c[6]}"
-)
+@pytest.mark.parametrize("case", RAMP_CASES, ids=lambda c: f"n{c[0]}-s{c[1]}-z{c[2]}-b{c[3]}-{c[6]}")
 @pytest.mark.parametrize("int_bitwidth", [False, True], ids=["f32bw", "i32bw"])
 def test_quant_ramp_exact(host, tmp_path, case, int_bitwidth):
     """The C++ program checks y against expectations it computes in exact integer arithmetic."""
     n, s, z, bits, signed, narrow, mode = case
-    model = _ramp_model(
-        tmp_path / "ramp.onnx", n, s, z, bits, signed, narrow, mode, int_bitwidth
-    )
+    model = _ramp_model(tmp_path / "ramp.onnx", n, s, z, bits, signed, narrow, mode, int_bitwidth)
     args = [
         model,
         str(n),
@@ -165,24 +152,18 @@ def test_quant_ramp_exact(host, tmp_path, case, int_bitwidth):
     assert "bit-exact" in out
     # The case is meaningful: several levels, both clamps.
     x = np.ldexp((np.arange(n) - n // 2).astype(np.float32), -4)
-    want = ref.quant(
-        x, np.float32(2.0**s), np.float32(z), np.float32(bits), signed, narrow, mode
-    )
+    want = ref.quant(x, np.float32(2.0**s), np.float32(z), np.float32(bits), signed, narrow, mode)
     assert np.unique(want).size > 4  # the ramp spans several quantization levels
     lo, hi = ref.int_bounds(signed, narrow, np.float32(bits))
     q = x / np.float32(2.0**s) + np.float32(z)
-    assert (q > hi).any() and (
-        q < lo
-    ).any()  # and the clamps are exercised at both ends
+    assert (q > hi).any() and (q < lo).any()  # and the clamps are exercised at both ends
 
 
 @pytest.mark.parametrize("register", ["v2", "function"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_quant_ramp_threads_and_registration(host, tmp_path, register, threads):
     n = 300_001
-    model = _ramp_model(
-        tmp_path / "ramp.onnx", n, -2, 1, 8, True, False, "ROUND", False
-    )
+    model = _ramp_model(tmp_path / "ramp.onnx", n, -2, 1, 8, True, False, "ROUND", False)
     out = _ok(
         [
             *host,
@@ -208,9 +189,7 @@ def test_quant_ramp_threads_and_registration(host, tmp_path, register, threads):
 
 def test_ramp_detects_a_wrong_model(host, tmp_path):
     """The checker is not vacuous: a model that quantizes differently from what the program expects fails."""
-    model = _ramp_model(
-        tmp_path / "ramp.onnx", 1001, -2, 0, 8, True, False, "FLOOR", False
-    )
+    model = _ramp_model(tmp_path / "ramp.onnx", 1001, -2, 0, 8, True, False, "FLOOR", False)
     r = _run([*host, "quant-ramp", model, "1001", "-2", "0", "8", "1", "0", "ROUND"])
     assert r.returncode == 1 and "elements differ" in r.stderr, r.stderr
 
@@ -263,11 +242,7 @@ def test_run_detects_a_wrong_expectation(host, tmp_path, rng):
             f"out0={write_tensor(tmp_path / 'y.bin', wrong)}",
         ]
     )
-    assert (
-        r.returncode == 1
-        and "1 of 210 elements differ" in r.stderr
-        and "index 17" in r.stderr
-    ), r.stderr
+    assert r.returncode == 1 and "1 of 210 elements differ" in r.stderr and "index 17" in r.stderr, r.stderr
 
 
 def test_unknown_rounding_mode_is_an_error_naming_the_node(host, tmp_path):
@@ -331,9 +306,7 @@ def test_missing_libraries_are_reported(host, tmp_path):
         ]
     )
     assert r.returncode == 1 and "nope.so" in r.stderr
-    model = _ramp_model(
-        tmp_path / "ramp.onnx", 11, -2, 0, 8, True, False, "ROUND", False
-    )
+    model = _ramp_model(tmp_path / "ramp.onnx", 11, -2, 0, 8, True, False, "ROUND", False)
     r = _run(
         [
             *host[:4],
@@ -349,8 +322,4 @@ def test_missing_libraries_are_reported(host, tmp_path):
             "ROUND",
         ]
     )
-    assert (
-        r.returncode == 1
-        and "RegisterCustomOpsLibrary_V2" in r.stderr
-        and "noops.so" in r.stderr
-    )
+    assert r.returncode == 1 and "RegisterCustomOpsLibrary_V2" in r.stderr and "noops.so" in r.stderr

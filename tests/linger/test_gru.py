@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import rnn_util as u
+
 from conftest import assert_bitexact
 
 

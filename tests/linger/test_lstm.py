@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import rnn_util as u
-from conftest import assert_bitexact
 
+from conftest import assert_bitexact
 from ortquant.reference import linger_rnn as ref
 
 

@@ -24,19 +24,29 @@ def library_path() -> str:
     return str(path)
 
 
+# Session config key that marks options ortquant was registered on. onnxruntime.SessionOptions takes no Python
+# attributes, and the mark must live in the options themselves; onnxruntime ignores keys it does not know.
+_REGISTERED_KEY = "ortquant.registered"
+
+
+def _is_registered(session_options: Any) -> bool:
+    try:
+        return session_options.get_session_config_entry(_REGISTERED_KEY) == "1"
+    except RuntimeError:  # onnxruntime raises for a key that was never set
+        return False
+
+
 def register(session_options: Any) -> Any:
     """Register ortquant's ops on an ``onnxruntime.SessionOptions`` and return it.
 
-    Registering twice on the same options object is a no-op (onnxruntime itself would fail with
-    "Domain already set in registry").
+    Registering twice on the same options object through this function is a no-op (onnxruntime itself would
+    fail at session creation with "Domain already set in registry"). The mark is a session config entry
+    (``ortquant.registered``), so it only knows about registrations made here.
     """
-    if getattr(session_options, "_ortquant_registered", False):
+    if _is_registered(session_options):
         return session_options
     session_options.register_custom_ops_library(library_path())
-    try:
-        session_options._ortquant_registered = True
-    except AttributeError:  # pragma: no cover - options objects without __dict__
-        pass
+    session_options.add_session_config_entry(_REGISTERED_KEY, "1")
     return session_options
 
 

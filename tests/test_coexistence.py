@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-import ortquant
 import pytest
-from conftest import IR_VERSION, assert_bitexact, make_node_model
 from onnx import TensorProto, helper, numpy_helper
+
+import ortquant
+from conftest import IR_VERSION, assert_bitexact, make_node_model
 from ortquant.reference import qonnx as ref
 
 ext = pytest.importorskip("onnxruntime_extensions")
@@ -36,18 +37,13 @@ def _mixed_model() -> onnx.ModelProto:
             name="quant",
             signed=1,
         ),
-        helper.make_node(
-            "NegPos", ["q"], ["neg", "pos"], domain=CONTRIB, name="negpos"
-        ),
+        helper.make_node("NegPos", ["q"], ["neg", "pos"], domain=CONTRIB, name="negpos"),
     ]
     graph = helper.make_graph(
         nodes,
         "mixed",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None])],
-        [
-            helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-            for n in ("q", "neg", "pos")
-        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("q", "neg", "pos")],
         initializer=inits,
     )
     model = helper.make_model(
@@ -70,9 +66,7 @@ def _check_mixed(outputs: list[np.ndarray], x: np.ndarray) -> None:
     q, neg, pos = outputs
     want_q = ref.quant(x, SCALE, np.float32(0), np.float32(4), True, False, "ROUND")
     assert_bitexact(q, want_q)
-    assert (
-        np.unique(want_q).size == 16
-    )  # all 4-bit levels present: the check is not trivial
+    assert np.unique(want_q).size == 16  # all 4-bit levels present: the check is not trivial
     # NegPos splits its input into the non-positive and the positive part.
     np.testing.assert_array_equal(neg, np.where(want_q > 0, np.float32(0), want_q))
     np.testing.assert_array_equal(pos, np.where(want_q > 0, want_q, np.float32(0)))
@@ -88,9 +82,7 @@ def test_both_libraries_on_one_options(ortquant_first):
     else:
         so.register_custom_ops_library(ext.get_library_path())
         ortquant.register(so)
-    sess = ort.InferenceSession(
-        _mixed_model().SerializeToString(), so, providers=["CPUExecutionProvider"]
-    )
+    sess = ort.InferenceSession(_mixed_model().SerializeToString(), so, providers=["CPUExecutionProvider"])
     x = _x()
     _check_mixed(sess.run(None, {"x": x}), x)
 
@@ -137,9 +129,7 @@ def test_register_twice_is_harmless():
         ortquant.InferenceSession(model, sess_options=so),
     ):
         (y,) = sess.run(None, feeds)
-        assert_bitexact(
-            y, ref.quant(feeds["in0"], np.float32(0.25), np.float32(0), np.float32(3))
-        )
+        assert_bitexact(y, ref.quant(feeds["in0"], np.float32(0.25), np.float32(0), np.float32(3)))
 
 
 def test_raw_double_registration_is_what_register_prevents():
@@ -149,9 +139,7 @@ def test_raw_double_registration_is_what_register_prevents():
     so.register_custom_ops_library(ortquant.library_path())
     so.register_custom_ops_library(ortquant.library_path())
     with pytest.raises(Exception, match="Domain already set"):
-        ort.InferenceSession(
-            model.SerializeToString(), so, providers=["CPUExecutionProvider"]
-        )
+        ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
 
 
 def test_two_sessions_with_separate_options():
@@ -162,15 +150,9 @@ def test_two_sessions_with_separate_options():
     so_b.intra_op_num_threads = 1
     so_b.register_custom_ops_library(ext.get_library_path())
     ortquant.register(so_b)
-    a = ort.InferenceSession(
-        model.SerializeToString(), so_a, providers=["CPUExecutionProvider"]
-    )
-    b = ort.InferenceSession(
-        model.SerializeToString(), so_b, providers=["CPUExecutionProvider"]
-    )
-    c = ort.InferenceSession(
-        _mixed_model().SerializeToString(), so_b, providers=["CPUExecutionProvider"]
-    )
+    a = ort.InferenceSession(model.SerializeToString(), so_a, providers=["CPUExecutionProvider"])
+    b = ort.InferenceSession(model.SerializeToString(), so_b, providers=["CPUExecutionProvider"])
+    c = ort.InferenceSession(_mixed_model().SerializeToString(), so_b, providers=["CPUExecutionProvider"])
     for sess in (a, b):
         assert_bitexact(sess.run(None, feeds)[0], want)
     del a  # releasing one session leaves the others (and the library) working

@@ -13,9 +13,10 @@ from collections.abc import Callable
 import numpy as np
 import onnx
 import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
 import ortquant
 from conftest import IR_VERSION, assert_bitexact
-from onnx import TensorProto, helper, numpy_helper
 from ortquant.reference import qonnx as ref
 
 QONNX = "qonnx.custom_op.general"
@@ -40,9 +41,7 @@ def _model() -> onnx.ModelProto:
     """
     w = np.linspace(-1, 1, CH * 9, dtype=np.float32).reshape(CH, 9)
     inits = [
-        numpy_helper.from_array(
-            np.linspace(0.02, 0.5, CH, dtype=np.float32).reshape(1, CH, 1, 1), "s1"
-        ),
+        numpy_helper.from_array(np.linspace(0.02, 0.5, CH, dtype=np.float32).reshape(1, CH, 1, 1), "s1"),
         numpy_helper.from_array(np.float32(0), "z0"),
         numpy_helper.from_array(np.float32(8), "b8"),
         numpy_helper.from_array(np.float32(2), "z2"),
@@ -87,10 +86,7 @@ def _model() -> onnx.ModelProto:
             helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE)),
             helper.make_tensor_value_info("s2", TensorProto.FLOAT, [1, CH, 1, 1]),
         ],
-        [
-            helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-            for n in ("y1", "y2", "y3")
-        ],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y1", "y2", "y3")],
         initializer=inits,
     )
     model = helper.make_model(
@@ -124,7 +120,7 @@ def _run_threads(n: int, body: Callable[[int], None]) -> list[BaseException]:
         try:
             start.wait()
             body(i)
-        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=wrapped, args=(i,)) for i in range(n)]
@@ -152,13 +148,9 @@ def test_one_session_many_threads_bit_identical():
         )
         assert_bitexact(
             y2,
-            ref.quant(
-                f["x"], f["s2"], np.float32(2), np.int32(4), False, True, "FLOOR"
-            ),
+            ref.quant(f["x"], f["s2"], np.float32(2), np.int32(4), False, True, "FLOOR"),
         )
-        assert_bitexact(
-            y3, ref.quant(w, W_SCALE, np.float32(0), np.float32(8), True, True, "ROUND")
-        )
+        assert_bitexact(y3, ref.quant(w, W_SCALE, np.float32(0), np.float32(8), True, True, "ROUND"))
 
     shared = _session(2)
     mismatches: list[str] = []

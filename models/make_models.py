@@ -1,0 +1,319 @@
+"""Export the small Brevitas QONNX models in models/ and their qonnx reference outputs.
+
+This script is the only place that needs torch and Brevitas; the tests and the demo only read the committed
+``.onnx`` and ``.npz`` files. Run it from the repository root in a separate venv (not the project's .venv)::
+
+    python3 -m venv /work/brevitas-venv
+    /work/brevitas-venv/bin/pip install torch==2.13.0 brevitas==0.13.4 onnxoptimizer \
+        qonnx==1.0.0 onnx==1.23.2 onnxruntime==1.31.1
+    /work/brevitas-venv/bin/python models/make_models.py            # all models
+    /work/brevitas-venv/bin/python models/make_models.py cnn_w4a4   # just one
+
+(``torch==2.13.0`` exactly: a plain ``torch`` pulls a multi-GB CUDA build.)
+
+For every model it writes ``models/<name>.onnx`` (Brevitas ``export_qonnx``, dynamic batch dimension, then
+qonnx's cleanup transformations, IR version 10) and ``models/<name>.npz`` with fixed random inputs at batch 1 and 4
+(``input_b1``, ``input_b4``) and the outputs of qonnx's reference executor ``execute_onnx`` on them
+(``output_b1``, ``output_b4``). Everything is seeded, so a rerun with the same versions gives the same files.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper
+
+# onnx 1.23 writes IR version 14 by default, onnxruntime 1.31 reads at most 13, and qonnx's executor builds a
+# one-node model per standard node with onnx.helper.make_model: default it to IR 10 (specs decision 17).
+_make_model = onnx.helper.make_model
+
+
+@functools.wraps(_make_model)
+def _make_model_ir10(graph: onnx.GraphProto, **kwargs: object) -> onnx.ModelProto:
+    kwargs.setdefault("ir_version", 10)
+    return _make_model(graph, **kwargs)
+
+
+onnx.helper.make_model = _make_model_ir10
+
+import brevitas  # noqa: E402
+import brevitas.nn as qnn  # noqa: E402
+import onnxruntime  # noqa: E402
+import torch  # noqa: E402
+from brevitas.export import export_qonnx  # noqa: E402
+from brevitas.graph.calibrate import calibration_mode  # noqa: E402
+from brevitas.quant import (  # noqa: E402
+    Fp8e4m3OCPActPerTensorFloat,
+    Fp8e4m3OCPWeightPerChannelFloat,
+    Int8ActPerTensorFloat,
+    Int8WeightPerChannelFloat,
+    Int8WeightPerTensorFloat,
+    SignedBinaryActPerTensorConst,
+    SignedBinaryWeightPerTensorConst,
+    TruncTo8bit,
+    Uint8ActPerTensorFloat,
+)
+from brevitas.quant.shifted_scaled_int import ShiftedUint8ActPerTensorFloat, ShiftedUint8WeightPerChannelFloat  # noqa: E402
+from qonnx.core.modelwrapper import ModelWrapper  # noqa: E402
+from qonnx.core.onnx_exec import execute_onnx  # noqa: E402
+from qonnx.transformation.change_batchsize import ChangeBatchSize  # noqa: E402
+from qonnx.transformation.fold_constants import FoldConstants  # noqa: E402
+from qonnx.transformation.general import (  # noqa: E402
+    GiveReadableTensorNames,
+    GiveUniqueNodeNames,
+    GiveUniqueParameterTensors,
+    RemoveStaticGraphInputs,
+    RemoveUnusedTensors,
+)
+from qonnx.transformation.infer_shapes import InferShapes  # noqa: E402
+from qonnx.transformation.quant_constant_folding import FoldTransposeIntoQuantInit  # noqa: E402
+from torch import nn  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+QONNX_VERSION = importlib.metadata.version("qonnx")
+IR_VERSION = 10
+BATCHES = (1, 4)
+# qonnx's cleanup_model keeps Quant and BipolarQuant on constant weights but folds every other constant node,
+# so an FP8 weight's FloatQuant would disappear into a plain float initializer. We keep the quantizers as
+# Brevitas wrote them, so ortquant runs them (decision 18: computed once at session creation).
+PRESERVE = ["Quant", "IntQuant", "BipolarQuant", "FloatQuant", "Trunc", "QuantizeLinear", "DequantizeLinear"]
+
+
+class TruncTo4bit(TruncTo8bit):
+    """Brevitas truncation quantizer keeping the 4 most significant bits, rounding down (floor)."""
+
+    bit_width = 4
+
+
+class CnnW4A4(nn.Module):
+    """3x32x32 -> 10: three Conv+BN+ReLU blocks (4-bit per-channel narrow weights, 4-bit unsigned activations),
+    a 4x4 TruncAvgPool2d back to 4 bits (-> AveragePool + QONNX Trunc) and a 4-bit Linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        w4 = {"weight_quant": Int8WeightPerChannelFloat, "weight_bit_width": 4, "bias": False}
+        a4 = {"act_quant": Uint8ActPerTensorFloat, "bit_width": 4, "return_quant_tensor": True}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.conv1 = qnn.QuantConv2d(3, 16, 3, padding=1, **w4)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.relu1 = qnn.QuantReLU(**a4)
+        self.conv2 = qnn.QuantConv2d(16, 32, 3, stride=2, padding=1, **w4)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.relu2 = qnn.QuantReLU(**a4)
+        self.conv3 = qnn.QuantConv2d(32, 32, 3, padding=1, **w4)
+        self.bn3 = nn.BatchNorm2d(32)
+        self.relu3 = qnn.QuantReLU(**a4)
+        self.pool = qnn.TruncAvgPool2d(kernel_size=4, stride=4, trunc_quant=TruncTo4bit, return_quant_tensor=True)
+        self.fc = qnn.QuantLinear(32 * 4 * 4, 10, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=4, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        x = self.relu1(self.bn1(self.conv1(x)))
+        x = self.relu2(self.bn2(self.conv2(x)))
+        x = self.relu3(self.bn3(self.conv3(x)))
+        x = self.pool(x)
+        return self.fc(torch.flatten(x, 1))
+
+
+class Fp8Mlp(nn.Module):
+    """64 -> 32 -> 10 MLP in FP8 E4M3 (OCP): FP8 input/hidden activations (per-tensor scale) and FP8 weights
+    (per-channel scale). Exported as QONNX FloatQuant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Fp8e4m3OCPActPerTensorFloat, return_quant_tensor=True)
+        self.fc1 = qnn.QuantLinear(64, 32, weight_quant=Fp8e4m3OCPWeightPerChannelFloat, bias=True)
+        self.relu = nn.ReLU()
+        self.hid = qnn.QuantIdentity(act_quant=Fp8e4m3OCPActPerTensorFloat, return_quant_tensor=True)
+        self.fc2 = qnn.QuantLinear(32, 10, weight_quant=Fp8e4m3OCPWeightPerChannelFloat, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        x = self.hid(self.relu(self.fc1(x)))
+        return self.fc2(x)
+
+
+class BinaryMlp(nn.Module):
+    """63 -> 31 -> 10 binarized MLP: binary (+-1) activations and binary (+-0.1) weights, BN between.
+
+    Exported as QONNX BipolarQuant. Every BipolarQuant that follows an accumulator is made robust against
+    summation order (the hazard in specs/qonnx.md section 2): both fan-ins are odd (63, 31), so a sum of
+    +-0.1 products is an odd multiple of 0.1 and never near 0; the BN between has beta = 0 and running means
+    that are even multiples of 0.1, so its sign change lies halfway between two reachable sums.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        b = {"weight_quant": SignedBinaryWeightPerTensorConst, "bias": False}
+        self.inp = qnn.QuantIdentity(act_quant=SignedBinaryActPerTensorConst, return_quant_tensor=True)
+        self.fc1 = qnn.QuantLinear(63, 31, **b)
+        self.bn = nn.BatchNorm1d(31)
+        self.hid = qnn.QuantIdentity(act_quant=SignedBinaryActPerTensorConst, return_quant_tensor=True)
+        self.fc2 = qnn.QuantLinear(31, 10, **b)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        x = self.hid(self.bn(self.fc1(x)))
+        return self.fc2(x)
+
+
+class Int8ResBlock(nn.Module):
+    """3x16x16 -> 10: 8-bit residual block with what the CNN lacks: an asymmetric input quantizer (zero-point),
+    per-channel weight zero-points, a per-channel activation scale (1,C,1,1), a residual Add, MaxPool, and a
+    6-bit activation with FLOOR rounding. Only QONNX Quant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=ShiftedUint8ActPerTensorFloat, return_quant_tensor=True)
+        self.conv1 = qnn.QuantConv2d(3, 8, 3, padding=1, weight_quant=ShiftedUint8WeightPerChannelFloat, bias=True)
+        self.relu = qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat)
+        self.conv2 = qnn.QuantConv2d(8, 8, 3, padding=1, weight_quant=Int8WeightPerTensorFloat, bias=False)
+        self.act2 = qnn.QuantIdentity(
+            act_quant=Int8ActPerTensorFloat,
+            scaling_per_output_channel=True,
+            per_channel_broadcastable_shape=(1, 8, 1, 1),
+            scaling_stats_permute_dims=(1, 0, 2, 3),
+        )
+        self.pool = nn.MaxPool2d(2)
+        self.act3 = qnn.QuantIdentity(
+            act_quant=Int8ActPerTensorFloat, bit_width=6, float_to_int_impl_type="floor", return_quant_tensor=True
+        )
+        self.fc = qnn.QuantLinear(8 * 8 * 8, 10, weight_quant=Int8WeightPerTensorFloat, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        r = self.relu(self.conv1(self.inp(x)))
+        y = self.act2(self.conv2(r)) + r
+        y = self.act3(self.pool(y))
+        return self.fc(torch.flatten(y, 1))
+
+
+def _randomize_bn(model: nn.Module, gen: torch.Generator, binary: bool = False) -> None:
+    """Give every BatchNorm non-trivial statistics and affine parameters (a fresh BN is the identity)."""
+    for m in model.modules():
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            c = m.num_features
+            with torch.no_grad():
+                m.weight.copy_(0.5 + torch.rand(c, generator=gen))
+                m.running_var.copy_(0.5 + torch.rand(c, generator=gen))
+                if binary:
+                    m.bias.zero_()
+                    m.running_mean.copy_(0.2 * torch.randint(-3, 4, (c,), generator=gen).float())
+                else:
+                    m.bias.copy_(0.2 * torch.randn(c, generator=gen))
+                    m.running_mean.copy_(0.2 * torch.randn(c, generator=gen))
+
+
+def _calibrate(model: nn.Module, shape: tuple[int, ...], gen: torch.Generator, steps: int = 8) -> None:
+    """Collect activation-scale statistics on random data (Brevitas calibration mode)."""
+    model.eval()
+    with torch.no_grad(), calibration_mode(model):
+        for _ in range(steps):
+            model(torch.randn((16, *shape), generator=gen))
+
+
+SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
+    # name: (constructor, per-sample input shape, binary BN statistics)
+    "cnn_w4a4": (CnnW4A4, (3, 32, 32), False),
+    "fp8_mlp": (Fp8Mlp, (64,), False),
+    "binary_mlp": (BinaryMlp, (63,), True),
+    "int8_resblock": (Int8ResBlock, (3, 16, 16), False),
+}
+
+
+def _strip_metadata(proto: onnx.ModelProto) -> None:
+    """Drop the exporter's metadata (stack traces with local paths, torch.export bookkeeping) and doc strings."""
+    del proto.metadata_props[:]
+    graph = proto.graph
+    del graph.metadata_props[:]
+    for item in [*graph.node, *graph.input, *graph.output, *graph.value_info, *graph.initializer]:
+        del item.metadata_props[:]
+        item.ClearField("doc_string")
+
+
+def export(name: str, seed: int) -> onnx.ModelProto:
+    """Build, calibrate and export one model; return the cleaned QONNX model (dynamic batch, IR 10)."""
+    ctor, shape, binary = SPECS[name]
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = ctor()
+    _randomize_bn(model, gen, binary=binary)
+    _calibrate(model, shape, gen)
+    model.eval()
+    example = torch.randn((2, *shape), generator=gen)
+    batch = torch.export.Dim("batch", min=1, max=1024)
+    with tempfile.TemporaryDirectory() as tmp:  # the exporter may also write external data next to the file
+        raw = str(Path(tmp) / f"{name}.onnx")
+        export_qonnx(model, example, export_path=raw, dynamic_shapes={"x": {0: batch}})
+        wrapped = cleanup(ModelWrapper(raw))
+    proto = wrapped.model
+    proto.ir_version = IR_VERSION
+    proto.producer_name = "ortquant models/make_models.py"
+    proto.producer_version = f"brevitas {brevitas.__version__}, torch {torch.__version__}, qonnx {QONNX_VERSION}"
+    _strip_metadata(proto)
+    onnx.checker.check_model(proto)  # structural check (custom-op schemas are not registered here)
+    return proto
+
+
+def cleanup(wrapped: ModelWrapper) -> ModelWrapper:
+    """qonnx's cleanup_model transformations in its order, preserving every quantizer on constants (PRESERVE)."""
+    for t in (
+        InferShapes(),
+        GiveUniqueParameterTensors(),
+        FoldConstants(exclude_op_types=PRESERVE),
+        FoldTransposeIntoQuantInit(),
+        RemoveUnusedTensors(),
+        RemoveStaticGraphInputs(),
+        GiveUniqueNodeNames(),
+        GiveReadableTensorNames(),
+    ):
+        wrapped = wrapped.transform(t)
+    return wrapped
+
+
+def qonnx_reference(proto: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """Run qonnx's execute_onnx on a copy of the model with the batch dimension fixed to x's."""
+    wrapped = ModelWrapper(proto.SerializeToString())
+    wrapped = wrapped.transform(ChangeBatchSize(int(x.shape[0]))).transform(InferShapes())
+    iname = wrapped.graph.input[0].name
+    oname = wrapped.graph.output[0].name
+    return np.asarray(execute_onnx(wrapped, {iname: x})[oname])
+
+
+def make(name: str, seed: int) -> None:
+    """Export one model and store it with its inputs and qonnx outputs."""
+    proto = export(name, seed)
+    onnx.save(proto, str(HERE / f"{name}.onnx"))
+    shape = SPECS[name][1]
+    rng = np.random.default_rng(seed)
+    arrays: dict[str, np.ndarray] = {}
+    for b in BATCHES:
+        x = rng.standard_normal((b, *shape)).astype(np.float32)
+        arrays[f"input_b{b}"] = x
+        arrays[f"output_b{b}"] = qonnx_reference(proto, x)
+    np.savez_compressed(HERE / f"{name}.npz", **arrays)
+    ops = sorted({(n.domain or "ai.onnx", n.op_type) for n in proto.graph.node})
+    size = (HERE / f"{name}.onnx").stat().st_size
+    print(f"{name}: {size} bytes, ops {ops}, output_b1 {arrays['output_b1'].ravel()[:4]}")
+
+
+def main(argv: list[str]) -> None:
+    """Make the models named on the command line (all when none)."""
+    print(
+        f"torch {torch.__version__}, brevitas {brevitas.__version__}, qonnx {QONNX_VERSION}, "
+        f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}"
+    )
+    names = argv or list(SPECS)
+    for i, name in enumerate(SPECS):
+        if name in names:
+            make(name, seed=1000 + i)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -34,6 +34,7 @@ const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
       {&kQonnxDomains, "Quant", &quant_spec},
       {&kQonnxDomains, "IntQuant", &quant_spec},
+      {&kQonnxDomains, "MultiThreshold", &multithreshold_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

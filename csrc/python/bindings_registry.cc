@@ -3,6 +3,10 @@
 
 namespace ortquant::py_bindings {
 
-void register_all(pybind11::module_& m) { (void)m; }
+void register_qonnx_structural(pybind11::module_& m);
+
+void register_all(pybind11::module_& m) {
+  register_qonnx_structural(m);
+}
 
 }  // namespace ortquant::py_bindings

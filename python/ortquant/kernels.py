@@ -47,3 +47,27 @@ def quant(
 def round(x: np.ndarray, mode: str, ngraph: bool = False) -> np.ndarray:  # noqa: A001 - mirrors the op
     """Round float32 values with a QONNX rounding-mode name (or an nGraph one with ``ngraph=True``)."""
     return _C.round(np.asarray(x, dtype=np.float32), mode, ngraph)
+
+
+def multithreshold(
+    x: np.ndarray,
+    thresholds: np.ndarray,
+    out_scale: float = 1.0,
+    out_bias: float = 0.0,
+    data_layout: str = "NCHW",
+    chunk: int = 0,
+) -> np.ndarray:
+    """QONNX MultiThreshold in float32: ``out_scale * count(x >= thresholds[c]) + out_bias``.
+
+    The channel axis follows qonnx main: last axis if ``data_layout`` ends in ``"C"``, else axis 1.
+    ``thresholds`` has shape (channels or 1, number of thresholds). ``chunk > 0`` computes the output in
+    pieces of that many elements (as parallel tasks would split it; for tests).
+    """
+    return _C.multithreshold(
+        np.asarray(x, dtype=np.float32),
+        np.asarray(thresholds, dtype=np.float32),
+        float(out_scale),
+        float(out_bias),
+        data_layout,
+        int(chunk),
+    )

@@ -8,5 +8,6 @@
 namespace ortquant::ort {
 
 OpSpec quant_spec(const std::string& name);
+OpSpec multithreshold_spec(const std::string& name);
 
 }  // namespace ortquant::ort

@@ -9,11 +9,11 @@ import onnx
 from onnx import helper
 
 try:
-    from qonnx.custom_op.registry import getCustomOp
+    from qonnx.custom_op import registry as qonnx_registry
 
     HAVE_QONNX = True
-except Exception:  # pragma: no cover - qonnx not installed
-    getCustomOp = None
+except ImportError:  # pragma: no cover - qonnx not installed
+    qonnx_registry = None
     HAVE_QONNX = False
 
 DOMAIN = "qonnx.custom_op.general"
@@ -34,8 +34,8 @@ def qonnx_execute(
 
     out_shape pre-fills the output slot, for ops that read its shape (MaxPoolNHWC, QuantAvgPool2d).
     """
-    assert getCustomOp is not None
+    assert qonnx_registry is not None
     ctx: dict[str, Any] = {name: arr for name, arr in zip(node.input, inputs, strict=True)}
     ctx[node.output[0]] = np.zeros(out_shape, np.float32) if out_shape is not None else None
-    getCustomOp(node).execute_node(ctx, graph)
+    qonnx_registry.getCustomOp(node).execute_node(ctx, graph)
     return np.asarray(ctx[node.output[0]])

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import SPECIAL_F32, assert_bitexact, make_node_model, run_model, run_node
 from qonnx_oracle import HAVE_QONNX, qonnx_execute, qonnx_node
 
+import ortquant
+from conftest import SPECIAL_F32, assert_bitexact, make_node_model, run_model, run_node
 from ortquant import kernels
 from ortquant.reference import qonnx_structural as ref
 
@@ -96,8 +97,12 @@ def test_kernels_split_anywhere(isa, layout, count, chunk, rng):
 
 def test_every_value_counts_like_counting(isa):
     """Exhaustive over a dense value grid: search == counting for every value incl. NaN, +-inf, +-0."""
-    t = np.array([[-np.inf, -1.0, -0.0, 0.0, 0.5, 0.5, 1.0, np.inf, np.nan, 3.0, -2.0, 2.0, 2.0, 7.0, -7.0]], np.float32)
-    grid = np.concatenate([np.arange(-8, 8, 0.25, dtype=np.float32), SPECIAL_F32, np.nextafter(t[0], np.float32(np.inf))])
+    t = np.array(
+        [[-np.inf, -1.0, -0.0, 0.0, 0.5, 0.5, 1.0, np.inf, np.nan, 3.0, -2.0, 2.0, 2.0, 7.0, -7.0]], np.float32
+    )
+    grid = np.concatenate(
+        [np.arange(-8, 8, 0.25, dtype=np.float32), SPECIAL_F32, np.nextafter(t[0], np.float32(np.inf))]
+    )
     grid = np.concatenate([grid, np.nextafter(t[0], np.float32(-np.inf))]).astype(np.float32)
     x = grid.reshape(1, 1, -1)
     got = kernels.multithreshold(x, t)
@@ -133,17 +138,21 @@ def test_ort_large_parallel_runtime_thresholds(rng):
     t = np.sort(rng.standard_normal((67, 255)).astype(np.float32) * 4, axis=1)
     for threads in (1, 2):
         for const in (False, True):
-            (y,) = run_node("MultiThreshold", DOMAINS[0], [x, t], const=[False, const], threads=threads,
-                            attrs={"data_layout": "NHWC"})
+            (y,) = run_node(
+                "MultiThreshold",
+                DOMAINS[0],
+                [x, t],
+                const=[False, const],
+                threads=threads,
+                attrs={"data_layout": "NHWC"},
+            )
             assert_bitexact(y, ref.multithreshold(x, t, data_layout="NHWC"))
 
 
 def test_constant_node_is_folded_and_exact(rng):
     x = _x(rng, (2, 3, 4))
     t = _thresholds(rng, 3, 5, "random")
-    model, feeds = make_node_model("MultiThreshold", DOMAINS[0], [x, t], const=True, attrs={"out_scale": 3.0})
-    import ortquant
-
+    model, _ = make_node_model("MultiThreshold", DOMAINS[0], [x, t], const=True, attrs={"out_scale": 3.0})
     sess = ortquant.InferenceSession(model)
     for _ in range(2):
         (y,) = sess.run(None, {})
@@ -217,13 +226,17 @@ def _error(model_feeds) -> str:
 def test_threshold_rows_must_be_channels_or_one(rng):
     x = _x(rng, (2, 4, 3))
     for const in (False, True):
-        msg = _error(make_node_model("MultiThreshold", DOMAINS[0], [x, np.ones((3, 2), np.float32)], const=[False, const]))
+        msg = _error(
+            make_node_model("MultiThreshold", DOMAINS[0], [x, np.ones((3, 2), np.float32)], const=[False, const])
+        )
         assert "multithreshold_node" in msg and "thresholds" in msg and "3 rows" in msg
 
 
 def test_thresholds_must_be_2d():
     x = np.ones((2, 4), np.float32)
-    msg = _error(make_node_model("MultiThreshold", DOMAINS[0], [x, np.ones((4, 2, 1), np.float32)], const=[False, True]))
+    msg = _error(
+        make_node_model("MultiThreshold", DOMAINS[0], [x, np.ones((4, 2, 1), np.float32)], const=[False, True])
+    )
     assert "multithreshold_node" in msg and "2-D" in msg
     msg = _error(make_node_model("MultiThreshold", DOMAINS[0], [x, np.ones(4, np.float32)]))
     assert "multithreshold_node" in msg and "2-D" in msg
@@ -249,6 +262,10 @@ def test_wrong_input_count():
 
 def test_bad_attribute_type():
     x = np.ones((2, 4), np.float32)
-    for attrs, name in [({"out_scale": "big"}, "out_scale"), ({"data_layout": 3}, "data_layout"), ({"out_dtype": 4}, "out_dtype")]:
+    for attrs, name in [
+        ({"out_scale": "big"}, "out_scale"),
+        ({"data_layout": 3}, "data_layout"),
+        ({"out_dtype": 4}, "out_dtype"),
+    ]:
         msg = _error(make_node_model("MultiThreshold", DOMAINS[0], [x, np.ones((4, 2), np.float32)], attrs=attrs))
         assert "multithreshold_node" in msg and f"'{name}'" in msg

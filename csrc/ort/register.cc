@@ -35,6 +35,7 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "Quant", &quant_spec},
       {&kQonnxDomains, "IntQuant", &quant_spec},
       {&kQonnxDomains, "MultiThreshold", &multithreshold_spec},
+      {&kQonnxDomains, "XnorPopcountMatMul", &xnorpopcount_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

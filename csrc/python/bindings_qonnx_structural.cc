@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/qonnx/multithreshold.h"
+#include "core/qonnx/xnorpopcount.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -42,6 +44,27 @@ py::array_t<float> multithreshold(const py::array& x_in, const py::array& t_in, 
   return y;
 }
 
+py::array_t<float> xnor_popcount_matmul(const py::array& a_in, const py::array& b_in) {
+  auto a = as_f32(a_in);
+  auto b = as_f32(b_in);
+  if (b.ndim() != 2) throw Error("B must be 2-D (K, N)");
+  if (a.ndim() < 1 || a.shape(a.ndim() - 1) != b.shape(0)) throw Error("A must be (..., K) with K = rows of B");
+  const int64_t k = b.shape(0);
+  Shape shape = shape_of(a);
+  shape.pop_back();
+  const int64_t m = shape_size(shape);
+  shape.push_back(b.shape(1));
+  py::array_t<float> y(shape);
+  const qonnx::BitRows bits = qonnx::pack_bit_columns(b.data(), k, b.shape(1), "B");
+  std::vector<uint64_t> a_bits(static_cast<size_t>(m * bits.words));
+  if (!qonnx::pack_bit_rows(a.data(), k, 0, m, a_bits.data())) qonnx::check_binary(a.data(), m, k, "A");
+  {
+    py::gil_scoped_release nogil;
+    if (bits.rows > 0) qonnx::xnor_popcount(a_bits.data(), bits, 0, m, y.mutable_data());
+  }
+  return y;
+}
+
 }  // namespace
 
 void register_qonnx_structural(py::module_& m) {
@@ -49,6 +72,9 @@ void register_qonnx_structural(py::module_& m) {
         py::arg("out_bias") = 0.0f, py::arg("data_layout") = "NCHW", py::arg("chunk") = 0,
         "QONNX MultiThreshold on float32 arrays (channel axis by qonnx main's data_layout rule); chunk > 0 "
         "computes the flat output in pieces of that many elements, as parallel tasks would.");
+  m.def("xnor_popcount_matmul", &xnor_popcount_matmul, py::arg("a"), py::arg("b"),
+        "QONNX XnorPopcountMatMul: number of agreeing bits of {0,1} float32 rows of A (..., K) and columns of B "
+        "(K, N).");
 }
 
 }  // namespace ortquant::py_bindings

@@ -71,3 +71,11 @@ def multithreshold(
         data_layout,
         int(chunk),
     )
+
+
+def xnor_popcount_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """QONNX XnorPopcountMatMul in float32: for A (..., K) and B (K, N) holding 0/1, the number of agreeing bits.
+
+    Equals qonnx's ``(matmul(2A - 1, 2B - 1) + K) / 2``; any value other than 0 or 1 raises.
+    """
+    return _C.xnor_popcount_matmul(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32))

@@ -1,0 +1,8 @@
+// XnorPopcountMatMul loops compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
+#include <immintrin.h>
+
+#include "core/qonnx/xnorpopcount_kernels.h"
+
+namespace ortquant::qonnx::avx2 {
+#include "core/qonnx/xnorpopcount_impl.inc"
+}  // namespace ortquant::qonnx::avx2

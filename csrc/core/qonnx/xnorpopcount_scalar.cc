@@ -1,0 +1,6 @@
+// XnorPopcountMatMul loops compiled for the scalar path (flags chosen by this file's name in CMakeLists.txt).
+#include "core/qonnx/xnorpopcount_kernels.h"
+
+namespace ortquant::qonnx::scalar {
+#include "core/qonnx/xnorpopcount_impl.inc"
+}  // namespace ortquant::qonnx::scalar

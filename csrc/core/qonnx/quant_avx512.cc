@@ -2,5 +2,6 @@
 #include "core/qonnx/quant_kernels.h"
 
 namespace ortquant::qonnx::avx512 {
+constexpr bool kExactReciprocal = true;
 #include "core/qonnx/quant_impl.inc"
 }  // namespace ortquant::qonnx::avx512

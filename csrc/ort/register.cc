@@ -36,6 +36,7 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "IntQuant", &quant_spec},
       {&kQonnxDomains, "MultiThreshold", &multithreshold_spec},
       {&kQonnxDomains, "XnorPopcountMatMul", &xnorpopcount_spec},
+      {&kQonnxDomains, "Im2Col", &im2col_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

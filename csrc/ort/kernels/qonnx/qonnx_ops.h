@@ -10,5 +10,6 @@ namespace ortquant::ort {
 OpSpec quant_spec(const std::string& name);
 OpSpec multithreshold_spec(const std::string& name);
 OpSpec xnorpopcount_spec(const std::string& name);
+OpSpec im2col_spec(const std::string& name);
 
 }  // namespace ortquant::ort

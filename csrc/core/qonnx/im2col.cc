@@ -1,0 +1,51 @@
+#include "core/qonnx/im2col.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace ortquant::qonnx {
+
+Im2ColDims im2col_dims(const Shape& input, const Im2ColParams& p) {
+  if (input.size() != 4) throw_error("input must be 4-D NHWC, got shape ", shape_str(input));
+  Im2ColDims d;
+  d.n = input[0];
+  d.h = input[1];
+  d.w = input[2];
+  d.c = input[3];
+  const int64_t span_h = d.h + p.pad_top + p.pad_bottom - p.dilation_h * (p.kernel_h - 1) - 1;
+  const int64_t span_w = d.w + p.pad_left + p.pad_right - p.dilation_w * (p.kernel_w - 1) - 1;
+  if (span_h < 0 || span_w < 0)
+    throw_error("the kernel (", p.kernel_h, " x ", p.kernel_w, ", dilations ", p.dilation_h, " x ", p.dilation_w,
+                ") does not fit the padded input of shape ", shape_str(input));
+  d.oh = span_h / p.stride_h + 1;
+  d.ow = span_w / p.stride_w + 1;
+  return d;
+}
+
+void im2col_nhwc(const float* x, float* y, const Im2ColDims& d, const Im2ColParams& p, int64_t r0, int64_t r1) {
+  const int64_t c = d.c;
+  const int64_t row_size = d.row_size(p);
+  const size_t bytes = static_cast<size_t>(c) * sizeof(float);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t n = r / (d.oh * d.ow);
+    const int64_t i = (r / d.ow) % d.oh;
+    const int64_t j = r % d.ow;
+    const float* xn = x + n * d.h * d.w * c;
+    float* dst = y + r * row_size;
+    for (int64_t a = 0; a < p.kernel_h; ++a) {
+      const int64_t ih = i * p.stride_h - p.pad_top + a * p.dilation_h;
+      for (int64_t b = 0; b < p.kernel_w; ++b, dst += c) {
+        const int64_t iw = j * p.stride_w - p.pad_left + b * p.dilation_w;
+        if (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w) {
+          if (bytes) std::memcpy(dst, xn + (ih * d.w + iw) * c, bytes);
+        } else {
+          std::fill(dst, dst + c, p.pad_value);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ortquant::qonnx

@@ -37,6 +37,7 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "MultiThreshold", &multithreshold_spec},
       {&kQonnxDomains, "XnorPopcountMatMul", &xnorpopcount_spec},
       {&kQonnxDomains, "Im2Col", &im2col_spec},
+      {&kQonnxDomains, "BipolarQuant", &bipolar_quant_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

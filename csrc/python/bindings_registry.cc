@@ -4,9 +4,11 @@
 namespace ortquant::py_bindings {
 
 void register_qonnx_structural(pybind11::module_& m);
+void register_qonnx_elementwise(pybind11::module_& m);
 
 void register_all(pybind11::module_& m) {
   register_qonnx_structural(m);
+  register_qonnx_elementwise(m);
 }
 
 }  // namespace ortquant::py_bindings

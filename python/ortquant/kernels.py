@@ -79,3 +79,8 @@ def xnor_popcount_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     Equals qonnx's ``(matmul(2A - 1, 2B - 1) + K) / 2``; any value other than 0 or 1 raises.
     """
     return _C.xnor_popcount_matmul(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32))
+
+
+def bipolar_quant(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
+    """QONNX BipolarQuant: ``(x >= 0 ? 1 : -1) * scale`` in float32, numpy broadcasting."""
+    return _C.bipolar_quant(np.asarray(x, dtype=np.float32), np.asarray(scale, dtype=np.float32))

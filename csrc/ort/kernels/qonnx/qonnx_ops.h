@@ -11,5 +11,6 @@ OpSpec quant_spec(const std::string& name);
 OpSpec multithreshold_spec(const std::string& name);
 OpSpec xnorpopcount_spec(const std::string& name);
 OpSpec im2col_spec(const std::string& name);
+OpSpec bipolar_quant_spec(const std::string& name);
 
 }  // namespace ortquant::ort

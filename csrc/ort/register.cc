@@ -38,6 +38,8 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "XnorPopcountMatMul", &xnorpopcount_spec},
       {&kQonnxDomains, "Im2Col", &im2col_spec},
       {&kQonnxDomains, "BipolarQuant", &bipolar_quant_spec},
+      {&kQonnxDomains, "Trunc", &trunc_spec},
+      {&kQonnxDomains, "TruncQuant", &trunc_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

@@ -81,6 +81,53 @@ def xnor_popcount_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return _C.xnor_popcount_matmul(np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32))
 
 
+def _bitwidth_array(b: np.ndarray | float | int) -> np.ndarray:
+    """A bit-width tensor as the kernels take it: int32 for integer input, float32 otherwise."""
+    a = np.asarray(b)
+    return a.astype(np.int32) if a.dtype.kind in "iu" else a.astype(np.float32)
+
+
 def bipolar_quant(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
     """QONNX BipolarQuant: ``(x >= 0 ? 1 : -1) * scale`` in float32, numpy broadcasting."""
     return _C.bipolar_quant(np.asarray(x, dtype=np.float32), np.asarray(scale, dtype=np.float32))
+
+
+def trunc(
+    x: np.ndarray,
+    scale: np.ndarray | float,
+    zeropt: np.ndarray | float,
+    in_bitwidth: np.ndarray | float | int,
+    out_bitwidth: np.ndarray | float | int,
+    out_scale: np.ndarray | float | None = None,
+    signed: bool = True,
+    narrow: bool = False,
+    rounding_mode: str = "FLOOR",
+) -> np.ndarray:
+    """QONNX Trunc: v1 when ``out_scale`` is None, else v2 (which ignores ``in_bitwidth``).
+
+    Every parameter broadcasts like numpy; bit widths are float32 or int32 (integer input becomes int32).
+    """
+    f32 = np.float32
+    if out_scale is None:
+        return _C.trunc(
+            np.asarray(x, f32),
+            np.asarray(scale, f32),
+            np.asarray(zeropt, f32),
+            _bitwidth_array(in_bitwidth),
+            _bitwidth_array(out_bitwidth),
+            None,
+            signed,
+            narrow,
+            rounding_mode,
+        )
+    return _C.trunc(
+        np.asarray(x, f32),
+        np.asarray(scale, f32),
+        np.asarray(zeropt, f32),
+        _bitwidth_array(in_bitwidth),
+        np.asarray(out_scale, f32),
+        _bitwidth_array(out_bitwidth),
+        signed,
+        narrow,
+        rounding_mode,
+    )

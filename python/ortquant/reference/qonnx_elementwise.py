@@ -16,9 +16,45 @@ machine there):
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ortquant.reference.qonnx import round_mode_fn
+
 F32 = np.float32
+F64 = np.float64
+
+
+def _is_int(a: np.ndarray) -> bool:
+    return np.asarray(a).dtype.kind in "iu"
+
+
+def _pow2_scalar(d: float) -> float:
+    """2**d in double precision (inf/0 outside the double range)."""
+    if math.isnan(d):
+        return math.nan
+    if d == int(d):
+        if d > 2000:
+            return math.inf
+        return math.ldexp(1.0, max(int(d), -2000))
+    try:
+        return 2.0**d
+    except OverflowError:
+        return math.inf
+
+
+def pow2_f32(d: np.ndarray) -> np.ndarray:
+    """2**d for float32 d, correctly rounded to float32 (elementwise)."""
+    d = np.asarray(d, F32)
+    with np.errstate(over="ignore"):
+        return np.vectorize(lambda v: F32(_pow2_scalar(float(v))), otypes=[F32])(d).reshape(d.shape)
+
+
+def pow2_f64(d: np.ndarray) -> np.ndarray:
+    """2**d for float64 d (elementwise)."""
+    d = np.asarray(d, F64)
+    return np.vectorize(lambda v: _pow2_scalar(float(v)), otypes=[F64])(d).reshape(d.shape)
 
 
 def bipolar_quant(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -27,3 +63,110 @@ def bipolar_quant(x: np.ndarray, scale: np.ndarray) -> np.ndarray:
     scale = np.asarray(scale, F32)
     q = np.where(x >= F32(0), F32(1), F32(-1)).astype(F32)
     return (q * scale).astype(F32)
+
+
+def _check_bitwidth(b: np.ndarray, name: str) -> None:
+    b = np.asarray(b)
+    ok = (b > 0) if _is_int(b) else (np.isfinite(b) & (b > 0))
+    if not np.all(ok):
+        raise ValueError(f"{name} must be positive")
+
+
+def int_bounds_array(signed: bool, narrow: bool, bitwidth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Elementwise qonnx min_int/max_int as float32 arrays (float32 formulas for a float32 bit width)."""
+    b = np.asarray(bitwidth)
+    if _is_int(b):
+        bi = b.astype(np.int64)
+        if signed:
+            p = np.left_shift(np.int64(1), bi - 1)
+            lo, hi = -p + (1 if narrow else 0), p - 1
+        else:
+            p = np.left_shift(np.int64(1), bi)
+            lo, hi = np.zeros_like(p), p - (2 if narrow else 1)
+        return lo.astype(F32), hi.astype(F32)
+    bf = b.astype(F32)
+    if signed:
+        p = pow2_f32(bf - F32(1))
+        return ((-p + F32(1)) if narrow else -p).astype(F32), (p - F32(1)).astype(F32)
+    p = pow2_f32(bf)
+    return (F32(0) * bf).astype(F32), ((p - F32(2)) if narrow else (p - F32(1))).astype(F32)
+
+
+def trunc_v1(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zeropt: np.ndarray,
+    in_bitwidth: np.ndarray,
+    out_bitwidth: np.ndarray,
+    rounding_mode: str = "FLOOR",
+) -> np.ndarray:
+    """Trunc v1: q = rne(x/scale + zeropt) / 2^(in - out), rounded, no clamp; y = (q - zeropt) * scale.
+
+    An integer bit width makes numpy compute everything after the first rounding in float64; the result is
+    rounded to float32 once at the end.
+    """
+    x, scale, zeropt = (np.asarray(a, F32) for a in (x, scale, zeropt))
+    in_b, out_b = np.asarray(in_bitwidth), np.asarray(out_bitwidth)
+    _check_bitwidth(in_b, "in_bitwidth")
+    _check_bitwidth(out_b, "out_bitwidth")
+    rnd = round_mode_fn(rounding_mode)
+    with np.errstate(all="ignore"):
+        q = np.round(x / scale + zeropt).astype(F32)
+        if _is_int(in_b) or _is_int(out_b):
+            t = pow2_f64(in_b.astype(F64) - out_b.astype(F64))
+            y = (rnd(q.astype(F64) / t) - zeropt.astype(F64)) * scale.astype(F64)
+        else:
+            t = pow2_f32(in_b.astype(F32) - out_b.astype(F32))
+            y = (rnd((q / t).astype(F32)).astype(F32) - zeropt) * scale
+    shape = np.broadcast_shapes(x.shape, scale.shape, zeropt.shape, in_b.shape, out_b.shape)
+    return np.broadcast_to(y.astype(F32), shape).copy()
+
+
+def _pow2_nearest_scalar(r: float) -> float:
+    if math.isnan(r) or r < 0:
+        return math.nan
+    if r == 0:
+        return 0.0
+    if math.isinf(r):
+        return math.inf
+    m, e = math.frexp(r)  # r = m * 2^e, m in [0.5, 1)
+    m2 = 2.0 * m  # in [1, 2); log2(r) = e - 1 + log2(m2)
+    k = e - 1 + (1 if m2 * m2 > 2.0 else 0)
+    return math.ldexp(1.0, k) if k < 1024 else math.inf
+
+
+def trunc_scale_v2(out_scale: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """2^round(log2(out_scale / scale)) with the ratio in float32 and the exponent rounded exactly."""
+    with np.errstate(all="ignore"):
+        r = (np.asarray(out_scale, F32) / np.asarray(scale, F32)).astype(F32)
+        return np.vectorize(lambda v: F32(_pow2_nearest_scalar(float(v))), otypes=[F32])(r).reshape(r.shape)
+
+
+def trunc_v2(
+    x: np.ndarray,
+    scale: np.ndarray,
+    zeropt: np.ndarray,
+    in_bitwidth: np.ndarray,
+    out_scale: np.ndarray,
+    out_bitwidth: np.ndarray,
+    signed: bool = True,
+    narrow: bool = False,
+    rounding_mode: str = "FLOOR",
+) -> np.ndarray:
+    """Trunc v2: t = 2^round(log2(out_scale/scale)); q = clamp(rne(x/scale + zeropt) / t), rounded;
+    y = (q - zeropt/t) * out_scale. in_bitwidth is not used (not even for the output shape)."""
+    x, scale, zeropt, out_scale = (np.asarray(a, F32) for a in (x, scale, zeropt, out_scale))
+    out_b = np.asarray(out_bitwidth)
+    _check_bitwidth(out_b, "out_bitwidth")
+    rnd = round_mode_fn(rounding_mode)
+    t = trunc_scale_v2(out_scale, scale)
+    lo, hi = int_bounds_array(signed, narrow, out_b)
+    with np.errstate(all="ignore"):
+        q = np.round(x / scale + zeropt).astype(F32)
+        q = (q / t).astype(F32)
+        q = np.where(q > hi, hi, q)
+        q = np.where(q < lo, lo, q)
+        q = rnd(q).astype(F32)
+        y = (q - (zeropt / t).astype(F32)) * out_scale
+    shape = np.broadcast_shapes(x.shape, scale.shape, zeropt.shape, out_scale.shape, out_b.shape)
+    return np.broadcast_to(y.astype(F32), shape).copy()

@@ -12,5 +12,6 @@ OpSpec multithreshold_spec(const std::string& name);
 OpSpec xnorpopcount_spec(const std::string& name);
 OpSpec im2col_spec(const std::string& name);
 OpSpec bipolar_quant_spec(const std::string& name);
+OpSpec trunc_spec(const std::string& name);
 
 }  // namespace ortquant::ort

@@ -1,0 +1,6 @@
+// Trunc loops compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
+#include "core/qonnx/trunc_kernels.h"
+
+namespace ortquant::qonnx::avx2 {
+#include "core/qonnx/trunc_impl.inc"
+}  // namespace ortquant::qonnx::avx2

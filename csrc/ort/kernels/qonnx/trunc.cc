@@ -1,0 +1,89 @@
+// QONNX Trunc / TruncQuant adapter (decision 6): one op with 6 inputs, the last optional; 5 inputs run v1,
+// 6 run v2. Constant parameter inputs are expanded once at creation; a node on constant inputs is computed once.
+#include "core/qonnx/trunc.h"
+
+#include "ort/kernels/qonnx/elementwise.h"
+#include "ort/kernels/qonnx/qonnx_ops.h"
+
+namespace ortquant::ort {
+namespace {
+
+using namespace qonnx_elementwise;
+
+class TruncKernel : public OpKernel {
+ public:
+  explicit TruncKernel(const KernelInfo& info)
+      : x_(info, 0), scale_(info, 1), zeropt_(info, 2), in_bw_(info, 3), in4_(info, 4), out_bw_(info, 5) {
+    v2_ = out_bw_.present();
+    const std::string mode = info.attr_string("rounding_mode", "FLOOR");
+    if (!parse_qonnx_round_mode(mode, &mode_)) throw_error("attribute 'rounding_mode': unknown rounding mode '", mode, "'");
+    // signed/narrow belong to v2; they are validated for v1 too and ignored there (as qonnx does).
+    signed_ = info.attr_bool("signed", true);
+    narrow_ = info.attr_bool("narrow", false);
+    if (params_constant()) {
+      params_ = make_params(*scale_.constant(), *zeropt_.constant(), v2_ ? TensorView() : *in_bw_.constant(),
+                            *in4_.constant(), v2_ ? *out_bw_.constant() : TensorView());
+      if (x_.is_constant()) {
+        folded_ = OwnedTensor();
+        run(*x_.constant(), *params_, nullptr, &*folded_);
+      }
+    }
+  }
+
+  void compute(KernelContext& ctx) const override {
+    if (folded_) return emit_folded(ctx, *folded_);
+    const TensorView x = x_.get(ctx);
+    if (params_) return run(x, *params_, &ctx, nullptr);
+    const qonnx::TruncParams p = make_params(scale_.get(ctx), zeropt_.get(ctx), v2_ ? TensorView() : in_bw_.get(ctx),
+                                             in4_.get(ctx), v2_ ? out_bw_.get(ctx) : TensorView());
+    run(x, p, &ctx, nullptr);
+  }
+
+ private:
+  bool params_constant() const {
+    return scale_.is_constant() && zeropt_.is_constant() && in4_.is_constant() &&
+           (v2_ ? out_bw_.is_constant() : in_bw_.is_constant());
+  }
+
+  // v1: (scale, zeropt, in_bitwidth, out_bitwidth); v2: (scale, zeropt, -, out_scale, out_bitwidth).
+  qonnx::TruncParams make_params(const TensorView& s, const TensorView& z, const TensorView& in_bw,
+                                 const TensorView& in4, const TensorView& out_bw) const {
+    const auto sn = num_tensor(s, false, "scale");
+    const auto zn = num_tensor(z, false, "zeropt");
+    if (!v2_) {
+      return qonnx::trunc_v1_params(sn, zn, num_tensor(in_bw, true, "in_bitwidth"),
+                                    num_tensor(in4, true, "out_bitwidth"));
+    }
+    return qonnx::trunc_v2_params(sn, zn, num_tensor(in4, false, "out_scale"), num_tensor(out_bw, true, "out_bitwidth"),
+                                  signed_, narrow_);
+  }
+
+  void run(const TensorView& x, const qonnx::TruncParams& p, KernelContext* ctx, OwnedTensor* folded) const {
+    expect_dtype(x, kFloat, "input X");
+    const Shape out = broadcast_shapes({x.shape, p.shape});
+    const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, p.shape});
+    float* y = output_buffer(ctx, folded, out);
+    run_range(ctx, plan.total, [&](int64_t b, int64_t e) { qonnx::trunc(plan, x.as<float>(), p, y, b, e, mode_); });
+  }
+
+  ParamInput x_, scale_, zeropt_, in_bw_, in4_, out_bw_;
+  bool v2_ = false;
+  bool signed_ = true, narrow_ = false;
+  RoundMode mode_ = RoundMode::kFloor;
+  std::optional<qonnx::TruncParams> params_;
+  std::optional<OwnedTensor> folded_;
+};
+
+}  // namespace
+
+OpSpec trunc_spec(const std::string& name) {
+  OpSpec s;
+  s.name = name;
+  // X, scale, zeropt, in_bitwidth, out_bitwidth (v1) | out_scale (v2), out_bitwidth (v2 only)
+  s.inputs = {req(kFloat), req(kFloat), req(kFloat), req(kAny), req(kAny), opt(kAny)};
+  s.outputs = {req(kFloat)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<TruncKernel>(info); };
+  return s;
+}
+
+}  // namespace ortquant::ort

@@ -40,6 +40,7 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "BipolarQuant", &bipolar_quant_spec},
       {&kQonnxDomains, "Trunc", &trunc_spec},
       {&kQonnxDomains, "TruncQuant", &trunc_spec},
+      {&kQonnxDomains, "FloatQuant", &float_quant_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

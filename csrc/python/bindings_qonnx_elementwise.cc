@@ -1,4 +1,4 @@
-// ortquant._C bindings of the QONNX elementwise ops BipolarQuant and Trunc (v1/v2).
+// ortquant._C bindings of the QONNX elementwise ops BipolarQuant, Trunc (v1/v2) and FloatQuant.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/qonnx/bipolar_quant.h"
+#include "core/qonnx/float_quant.h"
 #include "core/qonnx/trunc.h"
 #include "python/bindings.h"
 
@@ -62,6 +63,27 @@ py::array_t<float> trunc(const py::array& x_in, const py::array& s_in, const py:
   return y;
 }
 
+py::array_t<float> float_quant(const py::array& x_in, const py::array& s_in, const py::array& e_in,
+                               const py::array& m_in, const py::array& b_in, const py::array& mv_in,
+                               const std::string& rounding_mode, bool has_inf, bool has_nan, bool saturation) {
+  auto x = as_f32(x_in);
+  const RoundMode mode = qonnx_mode(rounding_mode);
+  const qonnx::FloatOverflow ovf = qonnx::float_quant_overflow(saturation, has_inf, has_nan);
+  py::array ks, ke, km, kb, kv;
+  const qonnx::FloatQuantParams p =
+      qonnx::float_quant_params(num_tensor(s_in, false, &ks), num_tensor(e_in, false, &ke),
+                                num_tensor(m_in, false, &km), num_tensor(b_in, false, &kb),
+                                num_tensor(mv_in, false, &kv));
+  const Shape out = broadcast_shapes({shape_of(x), p.shape});
+  const BroadcastPlan plan = make_broadcast_plan(out, {shape_of(x), p.shape});
+  py::array_t<float> y(out);
+  {
+    py::gil_scoped_release nogil;
+    qonnx::float_quant(plan, x.data(), p, y.mutable_data(), 0, plan.total, mode, ovf);
+  }
+  return y;
+}
+
 }  // namespace
 
 void register_qonnx_elementwise(py::module_& m) {
@@ -71,6 +93,10 @@ void register_qonnx_elementwise(py::module_& m) {
         py::arg("out_bitwidth_or_out_scale"), py::arg("out_bitwidth") = std::nullopt, py::arg("signed") = true,
         py::arg("narrow") = false, py::arg("rounding_mode") = "FLOOR",
         "QONNX Trunc: v1 with 5 tensors (…, out_bitwidth), v2 with 6 (…, out_scale, out_bitwidth).");
+  m.def("float_quant", &float_quant, py::arg("x"), py::arg("scale"), py::arg("exponent_bitwidth"),
+        py::arg("mantissa_bitwidth"), py::arg("exponent_bias"), py::arg("max_val"),
+        py::arg("rounding_mode") = "ROUND", py::arg("has_inf") = false, py::arg("has_nan") = false,
+        py::arg("saturation") = true, "QONNX FloatQuant (minifloat quantize-dequantize) on float32 arrays.");
 }
 
 }  // namespace ortquant::py_bindings

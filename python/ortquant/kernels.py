@@ -131,3 +131,34 @@ def trunc(
         narrow,
         rounding_mode,
     )
+
+
+def float_quant(
+    x: np.ndarray,
+    scale: np.ndarray | float,
+    exponent_bitwidth: np.ndarray | float,
+    mantissa_bitwidth: np.ndarray | float,
+    exponent_bias: np.ndarray | float,
+    max_val: np.ndarray | float,
+    rounding_mode: str = "ROUND",
+    has_inf: bool = False,
+    has_nan: bool = False,
+    saturation: bool = True,
+) -> np.ndarray:
+    """QONNX FloatQuant (minifloat quantize-dequantize) in float32 with an exact exponent (decision 7).
+
+    ``scale`` and ``max_val`` broadcast like numpy; the three format parameters are one integer value each.
+    """
+    f32 = np.float32
+    return _C.float_quant(
+        np.asarray(x, f32),
+        np.asarray(scale, f32),
+        np.asarray(exponent_bitwidth, f32),
+        np.asarray(mantissa_bitwidth, f32),
+        np.asarray(exponent_bias, f32),
+        np.asarray(max_val, f32),
+        rounding_mode,
+        has_inf,
+        has_nan,
+        saturation,
+    )

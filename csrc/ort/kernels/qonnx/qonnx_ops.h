@@ -13,5 +13,6 @@ OpSpec xnorpopcount_spec(const std::string& name);
 OpSpec im2col_spec(const std::string& name);
 OpSpec bipolar_quant_spec(const std::string& name);
 OpSpec trunc_spec(const std::string& name);
+OpSpec float_quant_spec(const std::string& name);
 
 }  // namespace ortquant::ort

@@ -1,0 +1,9 @@
+// FloatQuant loop compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
+#include <cmath>
+#include <cstring>
+
+#include "core/qonnx/float_quant_kernels.h"
+
+namespace ortquant::qonnx::avx2 {
+#include "core/qonnx/float_quant_impl.inc"
+}  // namespace ortquant::qonnx::avx2

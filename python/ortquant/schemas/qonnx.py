@@ -58,7 +58,7 @@ def _trunc(name: str) -> list[Op]:
         [Param("Y", F)],
         [Attr("rounding_mode", AttrType.STRING, "FLOOR")],
         [BW],
-        infer_broadcast([0, 1, 2], TensorProto.FLOAT),
+        infer_broadcast([0, 1, 2, 3, 4], TensorProto.FLOAT),
         since_version=1,
     )
     v2 = Op(
@@ -75,7 +75,7 @@ def _trunc(name: str) -> list[Op]:
             Attr("narrow", AttrType.INT, 0),
         ],
         [BW],
-        infer_broadcast([0, 1, 2, 4], TensorProto.FLOAT),
+        infer_broadcast([0, 1, 2, 4, 5], TensorProto.FLOAT),
         since_version=2,
     )
     return [v1, v2]

@@ -41,6 +41,8 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "Trunc", &trunc_spec},
       {&kQonnxDomains, "TruncQuant", &trunc_spec},
       {&kQonnxDomains, "FloatQuant", &float_quant_spec},
+      {&kQonnxDomains, "MaxPoolNHWC", &maxpoolnhwc_spec},
+      {&kQonnxDomains, "QuantAvgPool2d", &quantavgpool2d_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };

@@ -162,3 +162,31 @@ def float_quant(
         has_nan,
         saturation,
     )
+
+
+def maxpool_nhwc(
+    x: np.ndarray,
+    kernel_shape: tuple[int, int] | list[int],
+    pads: tuple[int, int, int, int] | list[int],
+    strides: tuple[int, int] | list[int],
+    ceil_mode: bool = False,
+) -> np.ndarray:
+    """QONNX MaxPoolNHWC on a float32 (N, H, W, C) array; pads are [top, left, bottom, right].
+
+    Padding never wins; a NaN in a window gives NaN; of equal values (-0, +0) the first in row-major order wins.
+    """
+    return _C.maxpool_nhwc(
+        np.asarray(x, dtype=np.float32), list(kernel_shape), list(pads), list(strides), bool(ceil_mode)
+    )
+
+
+def quant_avgpool2d(
+    x: np.ndarray, kernel: int, stride: int, ibits: int, obits: int, data_layout: str = "NCHW"
+) -> np.ndarray:
+    """QONNX QuantAvgPool2d on a float32 4-D array (``"NCHW"`` or ``"NHWC"``), square kernel, no padding.
+
+    ``int64(round_half_even(window_sum / k^2 * k^2)) >> max(0, bit_length((2^ibits - 1) * k^2) - obits)``.
+    """
+    return _C.quant_avgpool2d(
+        np.asarray(x, dtype=np.float32), int(kernel), int(stride), int(ibits), int(obits), data_layout
+    )

@@ -37,5 +37,17 @@ def qonnx_execute(
     assert qonnx_registry is not None
     ctx: dict[str, Any] = {name: arr for name, arr in zip(node.input, inputs, strict=True)}
     ctx[node.output[0]] = np.zeros(out_shape, np.float32) if out_shape is not None else None
-    qonnx_registry.getCustomOp(node).execute_node(ctx, graph)
+    # qonnx runs standard ops (MaxPool, AveragePool) through onnxruntime in one-node models made with
+    # onnx.helper.make_model, whose default IR version (14 with onnx 1.23) onnxruntime 1.31 refuses.
+    make_model = helper.make_model
+
+    def make_model_ir10(graph: onnx.GraphProto, **kwargs: Any) -> onnx.ModelProto:
+        kwargs.setdefault("ir_version", 10)
+        return make_model(graph, **kwargs)
+
+    helper.make_model = make_model_ir10
+    try:
+        qonnx_registry.getCustomOp(node).execute_node(ctx, graph)
+    finally:
+        helper.make_model = make_model
     return np.asarray(ctx[node.output[0]])

@@ -14,5 +14,7 @@ OpSpec im2col_spec(const std::string& name);
 OpSpec bipolar_quant_spec(const std::string& name);
 OpSpec trunc_spec(const std::string& name);
 OpSpec float_quant_spec(const std::string& name);
+OpSpec maxpoolnhwc_spec(const std::string& name);
+OpSpec quantavgpool2d_spec(const std::string& name);
 
 }  // namespace ortquant::ort

@@ -1,0 +1,9 @@
+// QuantAvgPool2d loops compiled for the scalar path (flags chosen by this file's name in CMakeLists.txt).
+#include <cmath>
+#include <limits>
+
+#include "core/qonnx/quantavgpool2d_kernels.h"
+
+namespace ortquant::qonnx::scalar {
+#include "core/qonnx/quantavgpool2d_impl.inc"
+}  // namespace ortquant::qonnx::scalar

@@ -27,6 +27,8 @@ struct Entry {
   const std::vector<const char*>* domains;
   const char* name;
   OpSpec (*make)(const std::string& name);
+  // false: registered only so that session creation fails with a clear message; not in OrtQuantOpList.
+  bool supported = true;
 };
 
 // The table. Aliases (decision 3): IntQuant = Quant, TruncQuant = Trunc.
@@ -43,6 +45,8 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "FloatQuant", &float_quant_spec},
       {&kQonnxDomains, "MaxPoolNHWC", &maxpoolnhwc_spec},
       {&kQonnxDomains, "QuantAvgPool2d", &quantavgpool2d_spec},
+      {&kQonnxDomains, "DebugMarker", &debugmarker_spec},
+      {&kQonnxDomains, "GenericPartition", &genericpartition_spec, false},  // clear error at creation (decision 8)
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
   };
@@ -131,12 +135,13 @@ __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterOrtQuantO
 
 __attribute__((visibility("default"))) const char* OrtQuantVersion(void) { return ORTQUANT_VERSION; }
 
-// Every (domain, op) the library registers, one "domain<TAB>op" per line. Needs no onnxruntime.
+// Every supported (domain, op) the library registers, one "domain<TAB>op" per line. Needs no onnxruntime.
 __attribute__((visibility("default"))) const char* OrtQuantOpList(void) {
   static const std::string list = [] {
     std::string s;
     for (const auto& e : ortquant::ort::table())
-      for (const char* d : *e.domains) s += std::string(d) + "\t" + e.name + "\n";
+      if (e.supported)
+        for (const char* d : *e.domains) s += std::string(d) + "\t" + e.name + "\n";
     return s;
   }();
   return list.c_str();

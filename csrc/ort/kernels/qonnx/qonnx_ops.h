@@ -16,5 +16,7 @@ OpSpec trunc_spec(const std::string& name);
 OpSpec float_quant_spec(const std::string& name);
 OpSpec maxpoolnhwc_spec(const std::string& name);
 OpSpec quantavgpool2d_spec(const std::string& name);
+OpSpec debugmarker_spec(const std::string& name);
+OpSpec genericpartition_spec(const std::string& name);
 
 }  // namespace ortquant::ort

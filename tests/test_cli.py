@@ -88,3 +88,13 @@ def test_module_entry_point(quant_model):
     r = subprocess.run([sys.executable, "-m", "ortquant", "check", str(path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "all supported" in r.stdout
+
+
+def test_check_generic_partition_is_explained(tmp_path, capsys):
+    model, _ = make_node_model(
+        "GenericPartition", "qonnx.custom_op.general", [np.ones(3, np.float32)], attrs={"model": "sub.onnx"}
+    )
+    path = tmp_path / "gp.onnx"
+    onnx.save(model, path)
+    assert main(["check", str(path)]) == 1
+    assert "GenericPartition is not supported" in capsys.readouterr().out

@@ -94,3 +94,17 @@ def test_ngraph_quantize_infers_output_type():
     onnx.checker.check_model(m, full_check=True)
     out = onnx.shape_inference.infer_shapes(m, strict_mode=True).graph.output[0].type.tensor_type
     assert out.elem_type == TensorProto.UINT8
+
+
+@pytest.mark.parametrize("ceil", [0, 1])
+@pytest.mark.parametrize("size,k,s,pad", [(3, 2, 2, 1), (5, 3, 2, 1), (7, 3, 3, 0), (4, 2, 2, 0), (6, 3, 2, 1)])
+def test_maxpool_nhwc_inferred_shape_matches_kernel(size, k, s, pad, ceil):
+    """Shape inference gives the shape the kernel produces, ceil_mode's last-window rule included."""
+    from conftest import make_node_model, run_model
+
+    x = np.arange(size * size * 2, dtype=np.float32).reshape(1, size, size, 2)
+    attrs = {"kernel_shape": [k, k], "pads": [pad, pad, pad, pad], "strides": [s, s], "ceil_mode": ceil}
+    model, feeds = make_node_model("MaxPoolNHWC", "qonnx.custom_op.general", [x], attrs=attrs)
+    (y,) = run_model(model, feeds)
+    inferred = onnx.shape_inference.infer_shapes(model).graph.output[0].type.tensor_type.shape
+    assert [d.dim_value for d in inferred.dim] == list(y.shape)

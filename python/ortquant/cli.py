@@ -20,6 +20,12 @@ import onnx
 
 _STANDARD_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "com.microsoft", "ai.onnx.preview.training"}
 
+# Ops ortquant knows but deliberately does not run, with the reason `check` gives.
+_NOT_SUPPORTED = {
+    "GenericPartition": "GenericPartition is not supported: it executes another model file named by an attribute",
+    "LayerNormInt": "LayerNormInt is not supported: linger 1.1.1 itself cannot run it (no reference semantics)",
+}
+
 _ORT_TYPES = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
@@ -112,7 +118,9 @@ def check_model(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, bool, str]
         if node.domain in _STANDARD_DOMAINS:
             continue
         key = (node.domain, node.op_type)
-        if key not in supported:
+        if key not in supported and node.op_type in _NOT_SUPPORTED:
+            rows.append((node, False, _NOT_SUPPORTED[node.op_type]))
+        elif key not in supported:
             domains = sorted({d for d, o in supported if o == node.op_type})
             why = f"no ortquant kernel for {node.domain}::{node.op_type}"
             if domains:

@@ -91,13 +91,19 @@ def _xnor_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.FLOAT, shape)
 
 
-def _conv_out(size: int | str | None, k: int, stride: int, pad: int, dil: int, ceil: bool = False) -> int | None:
+def _conv_out(
+    size: int | str | None, k: int, stride: int, pad: int, dil: int, ceil: bool = False, pad_begin: int = 0
+) -> int | None:
     if not isinstance(size, int):
         return None
     span = size + pad - dil * (k - 1) - 1
-    if ceil:
-        return -(-span // stride) + 1
-    return span // stride + 1
+    if not ceil:
+        return span // stride + 1
+    out = -(-span // stride) + 1
+    # ONNX/PyTorch rule: the last window must start inside the input or the leading padding.
+    if (out - 1) * stride >= size + pad_begin:
+        out -= 1
+    return out
 
 
 def _im2col_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -127,8 +133,8 @@ def _maxpool_nhwc_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
         n, h, w, c = s
         shape = [
             n,
-            _conv_out(h, k[0], strides[0], pads[0] + pads[2], 1, ceil),
-            _conv_out(w, k[1], strides[1], pads[1] + pads[3], 1, ceil),
+            _conv_out(h, k[0], strides[0], pads[0] + pads[2], 1, ceil, pads[0]),
+            _conv_out(w, k[1], strides[1], pads[1] + pads[3], 1, ceil, pads[1]),
             c,
         ]
     set_output(ctx, 0, input_elem_type(ctx, 0), shape)
@@ -212,7 +218,7 @@ def ops() -> list[Op]:
             [
                 Attr("stride", AttrType.INTS, required=True),
                 Attr("kernel_size", AttrType.INTS, required=True),
-                Attr("input_shape", AttrType.STRING, required=True),
+                Attr("input_shape", AttrType.STRING, doc="only for qonnx's shape inference; unused"),
                 Attr("pad_amount", AttrType.INTS, [0, 0, 0, 0]),
                 Attr("pad_value", AttrType.INT, 0),
                 Attr("depthwise", AttrType.INT, 0),
@@ -245,7 +251,7 @@ def ops() -> list[Op]:
                 Attr("kernel", AttrType.INT, required=True),
                 Attr("ibits", AttrType.INT, required=True),
                 Attr("obits", AttrType.INT, required=True),
-                Attr("signed", AttrType.INT, required=True),
+                Attr("signed", AttrType.INT),
                 Attr("data_layout", AttrType.STRING, "NCHW"),
             ],
             infer=_quantavgpool_infer,
@@ -255,8 +261,8 @@ def ops() -> list[Op]:
             "Identity that marks a tensor for debugging.",
             [Param("X", "T")],
             [Param("Y", "T")],
-            [Attr("export_debug_name", AttrType.STRING, "")],
-            [("T", ["tensor(float)", "tensor(float16)", "tensor(double)"], "any float")],
+            [Attr("export_debug_name", AttrType.STRING, required=True)],
+            [("T", ["tensor(float)"], "float32")],
             infer_same_as_input(0),
         ),
     ]

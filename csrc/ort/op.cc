@@ -1,5 +1,6 @@
 #include "ort/op.h"
 
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -123,6 +124,18 @@ std::string KernelInfo::input_name(size_t i) const {
 ONNXTensorElementDataType KernelInfo::input_dtype(size_t i) const {
   OrtTypeInfo* ti = nullptr;
   check(g_api->KernelInfo_GetInputTypeInfo(info_, i, &ti));
+  const OrtTensorTypeAndShapeInfo* tsi = nullptr;
+  ONNXTensorElementDataType t = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  OrtStatus* st = g_api->CastTypeInfoToTensorInfo(ti, &tsi);
+  if (st == nullptr && tsi != nullptr) st = g_api->GetTensorElementType(tsi, &t);
+  g_api->ReleaseTypeInfo(ti);
+  check(st);
+  return t;
+}
+
+ONNXTensorElementDataType KernelInfo::output_dtype(size_t i) const {
+  OrtTypeInfo* ti = nullptr;
+  check(g_api->KernelInfo_GetOutputTypeInfo(info_, i, &ti));
   const OrtTensorTypeAndShapeInfo* tsi = nullptr;
   ONNXTensorElementDataType t = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   OrtStatus* st = g_api->CastTypeInfoToTensorInfo(ti, &tsi);
@@ -323,6 +336,146 @@ double scalar_value(const TensorView& t, const char* what) {
   }
 }
 
+// ---- InferContext ----------------------------------------------------------------------------------------
+
+namespace {
+std::atomic<uint64_t> g_fresh_dim{0};
+}  // namespace
+
+std::string InferContext::fresh_dim() { return "ortquant_unk_" + std::to_string(g_fresh_dim.fetch_add(1)); }
+
+size_t InferContext::input_count() const {
+  size_t n = 0;
+  check(g_api->ShapeInferContext_GetInputCount(ctx_, &n));
+  return n;
+}
+
+ONNXTensorElementDataType InferContext::input_dtype(size_t i) const {
+  ONNXTensorElementDataType t = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  if (i >= input_count()) return t;
+  OrtTensorTypeAndShapeInfo* info = nullptr;  // owned by the context
+  OrtStatus* st = g_api->ShapeInferContext_GetInputTypeShape(ctx_, i, &info);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return t;
+  }
+  if (info != nullptr) check(g_api->GetTensorElementType(info, &t));
+  return t;
+}
+
+bool InferContext::input_shape(size_t i, Dims* out) const {
+  if (i >= input_count()) return false;
+  OrtTensorTypeAndShapeInfo* in = nullptr;  // owned by the context
+  OrtStatus* st = g_api->ShapeInferContext_GetInputTypeShape(ctx_, i, &in);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return false;
+  }
+  size_t rank = 0;
+  check(g_api->GetDimensionsCount(in, &rank));
+  if (rank == 0) return false;
+  out->dims.assign(rank, 0);
+  std::vector<const char*> sym(rank, nullptr);
+  check(g_api->GetDimensions(in, out->dims.data(), rank));
+  check(g_api->GetSymbolicDimensions(in, sym.data(), rank));
+  out->sym.assign(rank, std::string());
+  for (size_t d = 0; d < rank; ++d) {
+    if (sym[d] != nullptr && sym[d][0] != '\0') {
+      out->sym[d] = sym[d];
+      out->dims[d] = -1;
+    } else if (out->dims[d] < 0) {
+      out->sym[d] = fresh_dim();
+      out->dims[d] = -1;
+    }
+  }
+  return true;
+}
+
+int64_t InferContext::attr_int(const char* name, int64_t dflt) const {
+  const OrtOpAttr* attr = nullptr;
+  OrtStatus* st = g_api->ShapeInferContext_GetAttribute(ctx_, name, &attr);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return dflt;
+  }
+  int64_t v = dflt;
+  size_t n = 0;
+  st = g_api->ReadOpAttr(attr, ORT_OP_ATTR_INT, &v, sizeof(v), &n);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return dflt;
+  }
+  return v;
+}
+
+bool InferContext::has_attr(const char* name) const {
+  const OrtOpAttr* attr = nullptr;
+  OrtStatus* st = g_api->ShapeInferContext_GetAttribute(ctx_, name, &attr);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return false;
+  }
+  return attr != nullptr;
+}
+
+std::vector<int64_t> InferContext::attr_ints(const char* name) const {
+  const OrtOpAttr* attr = nullptr;
+  OrtStatus* st = g_api->ShapeInferContext_GetAttribute(ctx_, name, &attr);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return {};
+  }
+  size_t n = 0;
+  st = g_api->ReadOpAttr(attr, ORT_OP_ATTR_INTS, nullptr, 0, &n);  // reports the size needed
+  if (st != nullptr) g_api->ReleaseStatus(st);
+  if (n == 0 || n % sizeof(int64_t) != 0) return {};
+  std::vector<int64_t> v(n / sizeof(int64_t));
+  st = g_api->ReadOpAttr(attr, ORT_OP_ATTR_INTS, v.data(), n, &n);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return {};
+  }
+  return v;
+}
+
+float InferContext::attr_float(const char* name, float dflt) const {
+  const OrtOpAttr* attr = nullptr;
+  OrtStatus* st = g_api->ShapeInferContext_GetAttribute(ctx_, name, &attr);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return dflt;
+  }
+  float v = dflt;
+  size_t n = 0;
+  st = g_api->ReadOpAttr(attr, ORT_OP_ATTR_FLOAT, &v, sizeof(v), &n);
+  if (st != nullptr) {
+    g_api->ReleaseStatus(st);
+    return dflt;
+  }
+  return v;
+}
+
+void InferContext::set_output(size_t i, ONNXTensorElementDataType t, const Dims& shape) const {
+  const size_t rank = shape.rank();
+  std::vector<const char*> sym(rank);
+  for (size_t d = 0; d < rank; ++d) sym[d] = shape.sym[d].c_str();
+  OrtTensorTypeAndShapeInfo* out = nullptr;
+  check(g_api->CreateTensorTypeAndShapeInfo(&out));
+  OrtStatus* st = g_api->SetTensorElementType(out, t);
+  if (st == nullptr) st = g_api->SetDimensions(out, shape.dims.data(), rank);
+  if (st == nullptr && rank) st = g_api->SetSymbolicDimensions(out, sym.data(), rank);
+  if (st == nullptr) st = g_api->ShapeInferContext_SetOutputTypeShape(ctx_, i, out);
+  g_api->ReleaseTensorTypeAndShapeInfo(out);
+  check(st);
+}
+
+bool InferContext::set_output_like(size_t i, ONNXTensorElementDataType t, size_t j) const {
+  Dims d;
+  if (!input_shape(j, &d)) return false;
+  set_output(i, t, d);
+  return true;
+}
+
 // ---- CustomOp: the C callbacks ---------------------------------------------------------------------------
 
 namespace {
@@ -399,6 +552,15 @@ int ORT_API_CALL var_out_homog(const OrtCustomOp*) { return 1; }
 int ORT_API_CALL start_version(const OrtCustomOp*) { return 1; }
 int ORT_API_CALL end_version(const OrtCustomOp*) { return 2147483647; }
 
+OrtStatusPtr ORT_API_CALL infer_shape(const OrtCustomOp* op, OrtShapeInferContext* ctx) {
+  // onnxruntime ignores (and leaks) a returned status: swallow everything, inference is best effort.
+  try {
+    self(op)->spec.infer(InferContext(ctx));
+  } catch (...) {
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 CustomOp::CustomOp(OpSpec s, uint32_t api_version) : OrtCustomOp(), spec(std::move(s)) {
@@ -422,6 +584,7 @@ CustomOp::CustomOp(OpSpec s, uint32_t api_version) : OrtCustomOp(), spec(std::mo
   KernelComputeV2 = &compute_kernel;
   GetStartVersion = &start_version;
   GetEndVersion = &end_version;
+  if (spec.infer != nullptr && api_version >= 17) InferOutputShapeFn = &infer_shape;
 }
 
 }  // namespace ortquant::ort

@@ -55,6 +55,8 @@ class KernelInfo {
   bool has_input(size_t i) const { return i < input_count() && !input_name(i).empty(); }
   // Element type of input i as declared in the graph (UNDEFINED if unknown).
   ONNXTensorElementDataType input_dtype(size_t i) const;
+  // Element type of output i as onnxruntime resolved it for this node (UNDEFINED if unknown).
+  ONNXTensorElementDataType output_dtype(size_t i) const;
 
   bool has_attr(const char* name) const;
   int64_t attr_int(const char* name) const;  // required: throws Error when missing
@@ -108,6 +110,41 @@ class OpKernel {
 
 using KernelFactory = std::function<std::unique_ptr<OpKernel>(const KernelInfo&)>;
 
+// Type and shape inference at model load, for ops whose output dtype depends on an attribute (linger Quant
+// data_bits, Requant o_bits ...): onnxruntime's own inference can only copy a fixed dtype or an input's dtype.
+// Used with onnxruntime API >= 17. onnxruntime ignores errors here, so never validate: kernels do.
+// onnxruntime reports an input of unknown shape as rank 0; ortquant therefore treats rank 0 as unknown and then
+// declares nothing for the outputs that need it (a wrong, scalar shape could be constant-folded downstream).
+class InferContext {
+ public:
+  // A shape at inference time: dims[i] >= 0, or -1 with sym[i] the symbolic name.
+  struct Dims {
+    std::vector<int64_t> dims;
+    std::vector<std::string> sym;
+    size_t rank() const { return dims.size(); }
+  };
+  explicit InferContext(OrtShapeInferContext* ctx) : ctx_(ctx) {}
+  size_t input_count() const;
+  // Element type of input i (UNDEFINED when unknown or absent).
+  ONNXTensorElementDataType input_dtype(size_t i) const;
+  // Shape of input i; false when it is unknown (or rank 0, see above). Unnamed unknown dims get fresh names.
+  bool input_shape(size_t i, Dims* out) const;
+  int64_t attr_int(const char* name, int64_t dflt) const;
+  bool has_attr(const char* name) const;
+  std::vector<int64_t> attr_ints(const char* name) const;  // empty when absent or of another type
+  float attr_float(const char* name, float dflt) const;
+  // A symbolic dimension name used nowhere else (an unknown size that equals no other).
+  static std::string fresh_dim();
+  // Declares output i.
+  void set_output(size_t i, ONNXTensorElementDataType t, const Dims& shape) const;
+  // Declares output i as dtype t with the shape of input j; returns false (declaring nothing) when unknown.
+  bool set_output_like(size_t i, ONNXTensorElementDataType t, size_t j) const;
+
+ private:
+  OrtShapeInferContext* ctx_;
+};
+using InferFn = void (*)(const InferContext&);
+
 // What onnxruntime needs to know about an op: its name, inputs and outputs, and how to make a kernel.
 struct OpSpec {
   struct Io {
@@ -120,6 +157,7 @@ struct OpSpec {
   int variadic_min_arity = 1;
   bool variadic_homogeneous = true;
   KernelFactory factory;
+  InferFn infer = nullptr;  // optional output type inference (see InferContext)
 };
 
 // Shorthands for OpSpec::Io.

@@ -1,0 +1,195 @@
+#include "core/gemm/gemm.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/gemm/kernels.h"
+
+namespace ortquant::gemm {
+namespace {
+
+// Smallest amount of work (multiply-accumulates) worth a parallel task, and the most tasks per call.
+constexpr int64_t kMinTaskWork = int64_t{1} << 21;
+constexpr int64_t kMaxTasks = 64;
+// Bytes of packed activations gemm_rows keeps hot (in L2) while the weight panels stream past.
+constexpr int64_t kL2Block = 192 * 1024;
+
+bool cpu_has_avxvnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+  return false;
+#endif
+}
+
+bool has_avxvnni() {
+  static const bool v = cpu_has_avxvnni();
+  return v;
+}
+
+TileFn tile_fn(Kernel k, bool cols) {
+  switch (k) {
+    case Kernel::kAvx512Vnni: return cols ? &avx512vnni::tile_cols : &avx512vnni::tile_rows;
+    case Kernel::kAvxVnni: return cols ? &avxvnni::tile_cols : &avxvnni::tile_rows;
+    case Kernel::kAvx2: return cols ? &avx2::tile_cols : &avx2::tile_rows;
+    default: return cols ? &scalar::tile_cols : &scalar::tile_rows;
+  }
+}
+
+// Splits `work` over at most `a_count` x `b_count` blocks, preferring to split the b dimension.
+void split(int64_t work, int64_t a_count, int64_t b_count, int64_t* ta, int64_t* tb) {
+  const int64_t tasks = std::clamp<int64_t>(work / kMinTaskWork, 1, kMaxTasks);
+  *tb = std::max<int64_t>(1, std::min(b_count, tasks));
+  *ta = std::max<int64_t>(1, std::min(a_count, (tasks + *tb - 1) / *tb));
+}
+
+}  // namespace
+
+bool kernel_supported(Kernel k) {
+  switch (k) {
+    case Kernel::kAuto:
+    case Kernel::kScalar: return true;
+    case Kernel::kAvx2: return detected_isa() >= Isa::kAvx2;
+    case Kernel::kAvxVnni: return detected_isa() >= Isa::kAvx2 && has_avxvnni();
+    case Kernel::kAvx512Vnni: return detected_isa() == Isa::kAvx512Vnni;
+  }
+  return false;
+}
+
+Kernel resolve_kernel(Kernel k) {
+  if (k != Kernel::kAuto) {
+    if (!kernel_supported(k)) throw_error("the ", kernel_name(k), " GEMM kernel is not supported on this CPU");
+    return k;
+  }
+  switch (active_isa()) {
+    case Isa::kAvx512Vnni: return Kernel::kAvx512Vnni;
+    case Isa::kAvx512: return has_avxvnni() ? Kernel::kAvxVnni : Kernel::kAvx2;
+    case Isa::kAvx2:
+      return detected_isa() == Isa::kAvx2 && has_avxvnni() ? Kernel::kAvxVnni : Kernel::kAvx2;
+    case Isa::kScalar: break;
+  }
+  return Kernel::kScalar;
+}
+
+const char* kernel_name(Kernel k) {
+  switch (k) {
+    case Kernel::kAuto: return "auto";
+    case Kernel::kScalar: return "scalar";
+    case Kernel::kAvx2: return "avx2";
+    case Kernel::kAvxVnni: return "avxvnni";
+    case Kernel::kAvx512Vnni: return "avx512vnni";
+  }
+  return "unknown";
+}
+
+bool parse_kernel(const std::string& name, Kernel* out) {
+  std::string n;
+  for (char c : name) n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (Kernel k : {Kernel::kAuto, Kernel::kScalar, Kernel::kAvx2, Kernel::kAvxVnni, Kernel::kAvx512Vnni}) {
+    if (n == kernel_name(k)) {
+      *out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+void run_inline(size_t n, const TaskFn& fn) {
+  for (size_t i = 0; i < n; ++i) fn(i);
+}
+
+void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, const Epilogue& ep, void* out,
+               int64_t ldc, const Parallel& par, Kernel kernel) {
+  if (w.layout != PackedWeights::Layout::kPanels) throw_error("gemm_rows needs weights packed as panels");
+  if (m < 0) throw_error("gemm: negative matrix size");
+  if (m == 0 || w.n == 0) return;
+  const TileFn fn = tile_fn(resolve_kernel(kernel), false);
+  const int64_t kg = w.kgroups;
+  const int64_t mt = (m + kMR - 1) / kMR;
+  const int64_t np = w.blocks();
+  const int64_t tile_bytes = kg * kMR * 4;
+
+  // Activations: sign-flipped, k-interleaved tiles of kMR rows.
+  AlignedBuffer<uint8_t> apack(static_cast<size_t>(mt * tile_bytes));
+  {
+    const int64_t chunks = std::clamp<int64_t>(m * w.k / (int64_t{1} << 18), 1, std::min<int64_t>(mt, kMaxTasks));
+    par(static_cast<size_t>(chunks), [&](size_t c) {
+      const int64_t t0 = mt * static_cast<int64_t>(c) / chunks, t1 = mt * static_cast<int64_t>(c + 1) / chunks;
+      for (int64_t t = t0; t < t1; ++t) pack_rows_tile(a, m, lda, w.k, t * kMR, apack.data() + t * tile_bytes);
+    });
+  }
+
+  int64_t tm, tn;
+  split(m * w.n * std::max<int64_t>(w.k, 1), mt, np, &tm, &tn);
+  const size_t es = out_elem_size(ep.kind);
+  const int64_t block_tiles = std::max<int64_t>(1, kL2Block / std::max<int64_t>(tile_bytes, 1));
+  par(static_cast<size_t>(tm * tn), [&](size_t task) {
+    const int64_t im = static_cast<int64_t>(task) / tn, in = static_cast<int64_t>(task) % tn;
+    const int64_t p0 = np * in / tn, p1 = np * (in + 1) / tn;
+    const int64_t t0 = mt * im / tm, t1 = mt * (im + 1) / tm;
+    TileArgs args;
+    args.kgroups = kg;
+    args.ep = &ep;
+    args.ldc = ldc;
+    // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
+    for (int64_t tb = t0; tb < t1; tb += block_tiles) {
+      const int64_t te = std::min(t1, tb + block_tiles);
+      for (int64_t p = p0; p < p1; ++p) {
+        const int64_t j0 = p * kPanel;
+        args.b = w.data.data() + p * kg * kPanel * 4;
+        args.nr = static_cast<int>(std::min<int64_t>(kPanel, w.n - j0));
+        args.corr = w.corr.data() + j0;
+        args.bias = ep.bias ? ep.bias + j0 : nullptr;
+        for (int64_t t = tb; t < te; ++t) {
+          const int64_t r0 = t * kMR;
+          args.a = apack.data() + t * tile_bytes;
+          args.mr = static_cast<int>(std::min<int64_t>(kMR, m - r0));
+          args.out = static_cast<char*>(out) + (r0 * ldc + j0) * static_cast<int64_t>(es);
+          fn(args);
+        }
+      }
+    }
+  });
+}
+
+void gemm_cols(const PackedWeights& w, const PackedCols& x, const Epilogue& ep, void* out, int64_t ldc,
+               const Parallel& par, Kernel kernel) {
+  if (w.layout != PackedWeights::Layout::kRowBlocks) throw_error("gemm_cols needs weights packed as row blocks");
+  if (w.k != x.k) throw_error("gemm_cols: weights have K=", w.k, " but the columns K=", x.k);
+  if (w.n == 0 || x.p == 0) return;
+  const TileFn fn = tile_fn(resolve_kernel(kernel), true);
+  const int64_t kg = w.kgroups;
+  const int64_t mb = w.blocks();
+  const int64_t pp = x.panels();
+  int64_t tw, tp;
+  split(w.n * x.p * std::max<int64_t>(w.k, 1), mb, pp, &tw, &tp);
+  const size_t es = out_elem_size(ep.kind);
+  par(static_cast<size_t>(tw * tp), [&](size_t task) {
+    const int64_t iw = static_cast<int64_t>(task) / tp, ip = static_cast<int64_t>(task) % tp;
+    const int64_t q0 = pp * ip / tp, q1 = pp * (ip + 1) / tp;
+    const int64_t b0 = mb * iw / tw, b1 = mb * (iw + 1) / tw;
+    TileArgs args;
+    args.kgroups = kg;
+    args.ep = &ep;
+    args.ldc = ldc;
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t c0 = q * kPanel;
+      args.b = x.data.data() + q * kg * kPanel * 4;
+      args.nr = static_cast<int>(std::min<int64_t>(kPanel, x.p - c0));
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t r0 = blk * kMR;
+        args.a = w.data.data() + blk * kg * kMR * 4;
+        args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
+        args.corr = w.corr.data() + r0;
+        args.bias = ep.bias ? ep.bias + r0 : nullptr;
+        args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
+        fn(args);
+      }
+    }
+  });
+}
+
+}  // namespace ortquant::gemm

@@ -1,0 +1,54 @@
+// The int8 GEMM engine of the linger matrix ops (LinearInt, BmmInt, Conv*Int): s8 x s8 products accumulated
+// exactly in int32, with a fused epilogue (bias, luna round-half-up requantization, saturation, or float).
+//
+// How it is fast (shared/specs/ort-custom-ops.md section 3): the weights are packed once into 4-deep
+// k-interleaved blocks; the s8 activations are packed per call with their sign bit flipped (a ^ 0x80 = a + 128,
+// a u8), so the u8 x s8 dot-product instructions (vpdpbusd) apply; the extra 128 * sum_k W[j][k] is precomputed
+// per weight row at packing time and subtracted in the epilogue. The int32 accumulator wraps modulo 2^32, but the
+// true sum fits in int32 (|sum| <= 2^14 * K, K <= kMaxK), so the corrected value is exact.
+//
+// Two orientations share the packed formats:
+//   rows  (LinearInt, BmmInt): out[m][j] = epi(sum_k A[m][k] * W[j][k]); activations broadcast, weights in
+//         vector lanes (panels of kPanel weight rows).
+//   cols  (convolution): out[i][p] = epi(sum_k W[i][k] * X[k][p]); weights broadcast (blocks of kMR weight
+//         rows), activations (im2col columns = output pixels) in vector lanes (panels of kPanel pixels).
+//         The output comes out in NCHW order directly.
+// Kernel paths: scalar (the oracle), AVX2 (u8/s8 widened to int16, vpmaddwd: exact, no int16 saturation),
+// AVX-VNNI (ymm vpdpbusd), AVX-512 VNNI (zmm vpdpbusd, 6x4 register tile = 24 accumulators).
+// Threads: only through the Parallel callback (the ORT adapter maps it onto onnxruntime's intra-op pool).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "core/gemm/epilogue.h"
+#include "core/gemm/pack.h"
+
+namespace ortquant::gemm {
+
+// Kernel paths. kAuto follows core/cpu.h active_isa(): avx512vnni -> AVX-512 VNNI; avx512 -> AVX-VNNI if the CPU
+// has it, else AVX2; avx2 -> AVX2 (AVX-VNNI only when the CPU's best level is AVX2 and it has AVX-VNNI, i.e. the
+// path was not forced down); scalar -> scalar.
+enum class Kernel : int { kAuto = -1, kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512Vnni = 3 };
+
+Kernel resolve_kernel(Kernel k);  // kAuto -> the path to use; throws Error for a path this CPU cannot run
+bool kernel_supported(Kernel k);
+const char* kernel_name(Kernel k);
+bool parse_kernel(const std::string& name, Kernel* out);  // "scalar", "avx2", "avxvnni", "avx512vnni", "auto"
+
+// Runs fn(task) for every task in [0, n), possibly concurrently; fn does not throw.
+using TaskFn = std::function<void(size_t)>;
+using Parallel = std::function<void(size_t n, const TaskFn& fn)>;
+void run_inline(size_t n, const TaskFn& fn);
+
+// out[m][j] (row stride ldc elements of the output kind) = epi(sum_k a[m][k] * W[j][k]), a with row stride lda.
+// W must use the kPanels layout.
+void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, const Epilogue& ep, void* out,
+               int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
+
+// out[i][p] (row stride ldc) = epi(sum_k W[i][k] * X[k][p]) for i < w.n, p < x.p. W must use kRowBlocks.
+void gemm_cols(const PackedWeights& w, const PackedCols& x, const Epilogue& ep, void* out, int64_t ldc,
+               const Parallel& par, Kernel kernel = Kernel::kAuto);
+
+}  // namespace ortquant::gemm

@@ -1,0 +1,219 @@
+// AVX-512 VNNI micro-kernels: vpdpbusd on zmm (16 int32 lanes x 4 k-bytes). A full tile is kMR = 6 rows x 4
+// vectors (64 lanes) = 24 independent accumulators, enough to hide vpdpbusd's 4-cycle latency at 2 per cycle.
+// Narrow tiles (few rows, e.g. a GEMV) split the reduction over two accumulator sets instead.
+// The epilogue converts each accumulator to float64 (exact) and requantizes in registers.
+// GCC 12's AVX-512 intrinsic headers initialise "undefined" vectors from themselves, which -Wmaybe-uninitialized
+// reports at every inlined use (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "core/gemm/kernels.h"
+
+namespace ortquant::gemm::avx512vnni {
+namespace {
+
+inline int32_t load_i32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline __mmask16 lane_mask(int n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u); }
+
+struct Consts {
+  __m512d ratio, half, lo, hi, fscale, fdiv;
+  explicit Consts(const Epilogue& ep)
+      : ratio(_mm512_set1_pd(ep.ratio)),
+        half(_mm512_set1_pd(0.5)),
+        lo(_mm512_set1_pd(ep.lo)),
+        hi(_mm512_set1_pd(ep.hi)),
+        fscale(_mm512_set1_pd(ep.fscale)),
+        fdiv(_mm512_set1_pd(ep.fdiv)) {}
+};
+
+// One vector of 16 exact sums t (bias b0: lanes 0-7, b1: lanes 8-15, as float64) -> 16 outputs under mask m.
+template <OutKind K>
+inline void store16(const Consts& c, bool divide, __m512i t, __m512d b0, __m512d b1, void* out, __mmask16 m) {
+  if constexpr (K == OutKind::kRaw) {
+    _mm512_mask_storeu_epi32(out, m, t);
+    return;
+  } else {
+    __m512d d0 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(t)), b0);
+    __m512d d1 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(t, 1)), b1);
+    if constexpr (K == OutKind::kFloat) {
+      if (divide) {
+        d0 = _mm512_div_pd(d0, c.fdiv);
+        d1 = _mm512_div_pd(d1, c.fdiv);
+      } else {
+        d0 = _mm512_mul_pd(d0, c.fscale);
+        d1 = _mm512_mul_pd(d1, c.fscale);
+      }
+      const __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(d0)), _mm512_cvtpd_ps(d1), 1);
+      _mm512_mask_storeu_ps(out, m, f);
+    } else {
+      d0 = _mm512_add_pd(_mm512_mul_pd(d0, c.ratio), c.half);
+      d1 = _mm512_add_pd(_mm512_mul_pd(d1, c.ratio), c.half);
+      d0 = _mm512_roundscale_pd(d0, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      d1 = _mm512_roundscale_pd(d1, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+      d0 = _mm512_min_pd(_mm512_max_pd(d0, c.lo), c.hi);
+      d1 = _mm512_min_pd(_mm512_max_pd(d1, c.lo), c.hi);
+      const __m512i q =
+          _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
+      if constexpr (K == OutKind::kInt8) {
+        _mm512_mask_cvtepi32_storeu_epi8(out, m, q);
+      } else if constexpr (K == OutKind::kInt16) {
+        _mm512_mask_cvtepi32_storeu_epi16(out, m, q);
+      } else {
+        _mm512_mask_storeu_epi32(out, m, q);
+      }
+    }
+  }
+}
+
+template <bool kCols, int MR, int NV, OutKind K>
+void epilogue(const TileArgs& t, __m512i (&acc)[MR][NV]) {
+  const Consts c(*t.ep);
+  const bool divide = t.ep->fdiv != 0.0;
+  const size_t es = out_elem_size(K);
+  const __m512d zero = _mm512_setzero_pd();
+  if constexpr (kCols) {
+    for (int r = 0; r < MR; ++r) {
+      const __m512i corr = _mm512_set1_epi32(t.corr[r]);
+      const __m512d b = t.bias ? _mm512_set1_pd(static_cast<double>(t.bias[r])) : zero;
+      char* row = static_cast<char*>(t.out) + r * t.ldc * static_cast<int64_t>(es);
+      for (int v = 0; v < NV; ++v) {
+        const int n = t.nr - 16 * v;
+        if (n <= 0) break;
+        store16<K>(c, divide, _mm512_sub_epi32(acc[r][v], corr), b, b, row + 16 * v * es, lane_mask(n));
+      }
+    }
+  } else {
+    for (int v = 0; v < NV; ++v) {
+      const int n = t.nr - 16 * v;
+      if (n <= 0) break;
+      const __mmask16 m = lane_mask(n);
+      const __m512i corr = _mm512_loadu_si512(t.corr + 16 * v);  // padded to whole panels
+      __m512d b0 = zero, b1 = zero;
+      if (t.bias) {
+        const __m512i bi = _mm512_maskz_loadu_epi32(m, t.bias + 16 * v);
+        b0 = _mm512_cvtepi32_pd(_mm512_castsi512_si256(bi));
+        b1 = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(bi, 1));
+      }
+      for (int r = 0; r < MR; ++r) {
+        char* dst = static_cast<char*>(t.out) + (r * t.ldc + 16 * v) * static_cast<int64_t>(es);
+        store16<K>(c, divide, _mm512_sub_epi32(acc[r][v], corr), b0, b1, dst, m);
+      }
+    }
+  }
+}
+
+// vpdpbusd: first source unsigned bytes (the flipped activations), second signed (the weights).
+template <bool kCols>
+inline __m512i dp(__m512i acc, __m512i a, __m512i b) {
+  return kCols ? _mm512_dpbusd_epi32(acc, b, a) : _mm512_dpbusd_epi32(acc, a, b);
+}
+
+// The accumulators are named variables (cRV, dRV), not an array: GCC keeps an array of vectors in memory and
+// spills on every k-group. Unused ones (r >= MR or v >= NV) are optimized away.
+#define OQ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define OQ_DECL(r)                                                  \
+  __m512i c##r##0 = z, c##r##1 = z, c##r##2 = z, c##r##3 = z;       \
+  __m512i d##r##0 = z, d##r##1 = z, d##r##2 = z, d##r##3 = z;
+#define OQ_DP(acc, r, v, av, bv) \
+  if constexpr (MR > r && NV > v) acc##r##v = dp<kCols>(acc##r##v, av, bv##v);
+#define OQ_ROW(r)                                                    \
+  if constexpr (MR > r) {                                            \
+    const __m512i av = _mm512_set1_epi32(load_i32(a + 4 * r));       \
+    OQ_DP(c, r, 0, av, b) OQ_DP(c, r, 1, av, b) OQ_DP(c, r, 2, av, b) OQ_DP(c, r, 3, av, b) \
+  }
+#define OQ_ROW2(r)                                                            \
+  if constexpr (MR > r) {                                                     \
+    const __m512i av = _mm512_set1_epi32(load_i32(a + 4 * r));                \
+    const __m512i aw = _mm512_set1_epi32(load_i32(a + kMR * 4 + 4 * r));      \
+    OQ_DP(c, r, 0, av, b) OQ_DP(c, r, 1, av, b) OQ_DP(c, r, 2, av, b) OQ_DP(c, r, 3, av, b) \
+    OQ_DP(d, r, 0, aw, e) OQ_DP(d, r, 1, aw, e) OQ_DP(d, r, 2, aw, e) OQ_DP(d, r, 3, aw, e) \
+  }
+#define OQ_OUT1(r, v) \
+  if constexpr (MR > r && NV > v) res[r][v] = _mm512_add_epi32(c##r##v, d##r##v);
+#define OQ_OUT(r) OQ_OUT1(r, 0) OQ_OUT1(r, 1) OQ_OUT1(r, 2) OQ_OUT1(r, 3)
+
+template <bool kCols, int MR, int NV>
+void tile(const TileArgs& t) {
+  const __m512i z = _mm512_setzero_si512();
+  OQ_ROWS(OQ_DECL)
+  const auto* a = static_cast<const uint8_t*>(t.a);
+  const auto* bp = static_cast<const uint8_t*>(t.b);
+  int64_t g = 0;
+  if constexpr (MR * NV < 8) {
+    // Too few accumulators to cover vpdpbusd's latency: a second set (dRV) takes every other k-group.
+    for (; g + 2 <= t.kgroups; g += 2) {
+      __m512i b0 = z, b1 = z, b2 = z, b3 = z, e0 = z, e1 = z, e2 = z, e3 = z;
+      if constexpr (NV > 0) b0 = _mm512_load_si512(bp), e0 = _mm512_load_si512(bp + kPanel * 4);
+      if constexpr (NV > 1) b1 = _mm512_load_si512(bp + 64), e1 = _mm512_load_si512(bp + kPanel * 4 + 64);
+      if constexpr (NV > 2) b2 = _mm512_load_si512(bp + 128), e2 = _mm512_load_si512(bp + kPanel * 4 + 128);
+      if constexpr (NV > 3) b3 = _mm512_load_si512(bp + 192), e3 = _mm512_load_si512(bp + kPanel * 4 + 192);
+      OQ_ROWS(OQ_ROW2)
+      a += 2 * kMR * 4;
+      bp += 2 * kPanel * 4;
+    }
+  }
+  for (; g < t.kgroups; ++g) {
+    __m512i b0 = z, b1 = z, b2 = z, b3 = z;
+    if constexpr (NV > 0) b0 = _mm512_load_si512(bp);
+    if constexpr (NV > 1) b1 = _mm512_load_si512(bp + 64);
+    if constexpr (NV > 2) b2 = _mm512_load_si512(bp + 128);
+    if constexpr (NV > 3) b3 = _mm512_load_si512(bp + 192);
+    OQ_ROWS(OQ_ROW)
+    a += kMR * 4;
+    bp += kPanel * 4;
+  }
+  __m512i res[MR][NV];
+  OQ_ROWS(OQ_OUT)
+  switch (t.ep->kind) {
+    case OutKind::kInt8: epilogue<kCols, MR, NV, OutKind::kInt8>(t, res); break;
+    case OutKind::kInt16: epilogue<kCols, MR, NV, OutKind::kInt16>(t, res); break;
+    case OutKind::kInt32: epilogue<kCols, MR, NV, OutKind::kInt32>(t, res); break;
+    case OutKind::kFloat: epilogue<kCols, MR, NV, OutKind::kFloat>(t, res); break;
+    case OutKind::kRaw: epilogue<kCols, MR, NV, OutKind::kRaw>(t, res); break;
+  }
+}
+
+#undef OQ_ROWS
+#undef OQ_DECL
+#undef OQ_DP
+#undef OQ_ROW
+#undef OQ_ROW2
+#undef OQ_OUT1
+#undef OQ_OUT
+
+template <bool kCols, int MR>
+void tile_nv(const TileArgs& t) {
+  switch ((t.nr + 15) / 16) {
+    case 1: tile<kCols, MR, 1>(t); break;
+    case 2: tile<kCols, MR, 2>(t); break;
+    case 3: tile<kCols, MR, 3>(t); break;
+    default: tile<kCols, MR, 4>(t); break;
+  }
+}
+
+template <bool kCols>
+void tile_any(const TileArgs& t) {
+  static_assert(kMR == 6 && kPanel == 64, "tile shapes below assume a 6 x 64 tile");
+  switch (t.mr) {
+    case 1: tile_nv<kCols, 1>(t); break;
+    case 2: tile_nv<kCols, 2>(t); break;
+    case 3: tile_nv<kCols, 3>(t); break;
+    case 4: tile_nv<kCols, 4>(t); break;
+    case 5: tile_nv<kCols, 5>(t); break;
+    default: tile_nv<kCols, 6>(t); break;
+  }
+}
+
+}  // namespace
+
+void tile_rows(const TileArgs& t) { tile_any<false>(t); }
+void tile_cols(const TileArgs& t) { tile_any<true>(t); }
+
+}  // namespace ortquant::gemm::avx512vnni

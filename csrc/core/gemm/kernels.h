@@ -1,0 +1,47 @@
+// Micro-kernels of the GEMM engine, one set per instruction set (kernel_<isa>.cc). Each computes one register
+// tile over the whole reduction and applies the epilogue in registers, writing the final output directly.
+#pragma once
+#include <cstdint>
+
+#include "core/gemm/epilogue.h"
+#include "core/gemm/pack.h"
+
+namespace ortquant::gemm {
+
+// One tile: `mr` (<= kMR) tile rows x `nr` (<= kPanel) panel lanes, over `kgroups` k-groups.
+//   rows orientation: a = activation tile [kgroups][kMR][4] u8, b = weight panel [kgroups][kPanel][4] s8;
+//     element (r, c) -> out + r * ldc + c, weight row (bias, corr) = w0 + c.
+//   cols orientation: a = weight block [kgroups][kMR][4] s8, b = pixel panel [kgroups][kPanel][4] u8;
+//     element (r, c) -> out + r * ldc + c, weight row = w0 + r.
+struct TileArgs {
+  const void* a;
+  const void* b;
+  int64_t kgroups;
+  int mr;
+  int nr;
+  const Epilogue* ep;
+  const int32_t* corr;  // already offset to weight row w0
+  const int32_t* bias;  // already offset to weight row w0, or null
+  void* out;            // already offset to the tile's first element (in elements of ep->kind)
+  int64_t ldc;
+};
+
+using TileFn = void (*)(const TileArgs&);
+
+#define ORTQUANT_GEMM_DECLARE(ns)       \
+  namespace ns {                        \
+  void tile_rows(const TileArgs& t);    \
+  void tile_cols(const TileArgs& t);    \
+  }
+ORTQUANT_GEMM_DECLARE(scalar)
+ORTQUANT_GEMM_DECLARE(avx2)
+ORTQUANT_GEMM_DECLARE(avxvnni)
+ORTQUANT_GEMM_DECLARE(avx512vnni)
+#undef ORTQUANT_GEMM_DECLARE
+
+// Typed output pointer arithmetic for the epilogue.
+inline void* out_at(void* out, OutKind k, int64_t idx) {
+  return static_cast<char*>(out) + idx * static_cast<int64_t>(out_elem_size(k));
+}
+
+}  // namespace ortquant::gemm

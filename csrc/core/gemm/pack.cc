@@ -1,0 +1,141 @@
+#include "core/gemm/pack.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "core/error.h"
+
+namespace ortquant::gemm {
+namespace {
+
+// W[j][kk] = at(j, kk) for j < n, kk < k, into blocks of `block` rows.
+template <class At>
+PackedWeights pack_generic(int64_t n, int64_t k, PackedWeights::Layout layout, At at) {
+  if (n < 0 || k < 0) throw_error("gemm: negative matrix size");
+  if (k > kMaxK) throw_error("reduction length ", k, " exceeds ", kMaxK, " (the int32 accumulator would overflow)");
+  PackedWeights w;
+  w.layout = layout;
+  w.n = n;
+  w.k = k;
+  w.kgroups = kgroups_of(k);
+  const int block = w.block();
+  const int64_t blocks = w.blocks();
+  w.data.resize(static_cast<size_t>(blocks * w.kgroups * block * 4));
+  if (w.data.size()) std::memset(w.data.data(), 0, w.data.size());
+  w.corr.assign(static_cast<size_t>(blocks * block), 0);
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t bi = j / block, lane = j % block;
+    int8_t* base = w.data.data() + (bi * w.kgroups * block + lane) * 4;
+    uint32_t sum = 0;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const int8_t v = at(j, kk);
+      base[(kk / 4) * block * 4 + (kk % 4)] = v;
+      sum += static_cast<uint32_t>(static_cast<int32_t>(v));
+    }
+    w.corr[static_cast<size_t>(j)] = static_cast<int32_t>(sum * 128u);
+  }
+  return w;
+}
+
+}  // namespace
+
+PackedWeights pack_weights(const int8_t* w, int64_t n, int64_t k, int64_t ldw, PackedWeights::Layout layout) {
+  return pack_generic(n, k, layout, [&](int64_t j, int64_t kk) { return w[j * ldw + kk]; });
+}
+
+PackedWeights pack_weights_strided(const int8_t* base, int64_t n, int64_t k, int64_t sn, int64_t sk,
+                                   PackedWeights::Layout layout) {
+  return pack_generic(n, k, layout, [&](int64_t j, int64_t kk) { return base[j * sn + kk * sk]; });
+}
+
+PackedWeights pack_weights_kmajor(const int8_t* b, int64_t k, int64_t n, int64_t ldb) {
+  return pack_generic(n, k, PackedWeights::Layout::kPanels, [&](int64_t j, int64_t kk) { return b[kk * ldb + j]; });
+}
+
+void prepare_cols(PackedCols* c, int64_t p, int64_t k) {
+  if (p < 0 || k < 0) throw_error("gemm: negative matrix size");
+  if (k > kMaxK) throw_error("reduction length ", k, " exceeds ", kMaxK, " (the int32 accumulator would overflow)");
+  c->p = p;
+  c->k = k;
+  c->kgroups = kgroups_of(k);
+  const size_t bytes = static_cast<size_t>(c->panels() * c->kgroups * kPanel * 4);
+  if (c->data.size() < bytes) c->data.resize(bytes);
+}
+
+void pack_cols_group(PackedCols* c, int64_t kg, const int8_t* const rows[4]) {
+  static const int8_t kZeros[16] = {};
+  const int64_t panels = c->panels();
+  for (int64_t pi = 0; pi < panels; ++pi) {
+    uint8_t* dst = c->data.data() + (pi * c->kgroups + kg) * kPanel * 4;
+    const int64_t p0 = pi * kPanel;
+    const int64_t n = std::min<int64_t>(kPanel, c->p - p0);
+    int64_t q = 0;
+#if defined(__SSE2__)
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    for (; q + 16 <= n; q += 16) {
+      __m128i v[4];
+      for (int i = 0; i < 4; ++i) {
+        const int8_t* src = rows[i] ? rows[i] + p0 + q : kZeros;
+        v[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), flip);
+      }
+      const __m128i ab_lo = _mm_unpacklo_epi8(v[0], v[1]), ab_hi = _mm_unpackhi_epi8(v[0], v[1]);
+      const __m128i cd_lo = _mm_unpacklo_epi8(v[2], v[3]), cd_hi = _mm_unpackhi_epi8(v[2], v[3]);
+      __m128i* out = reinterpret_cast<__m128i*>(dst + q * 4);
+      _mm_store_si128(out + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
+      _mm_store_si128(out + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+      _mm_store_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+      _mm_store_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+    }
+#endif
+    for (; q < n; ++q) {
+      for (int i = 0; i < 4; ++i) {
+        const int8_t v = rows[i] ? rows[i][p0 + q] : 0;
+        dst[q * 4 + i] = static_cast<uint8_t>(v) ^ 0x80u;
+      }
+    }
+    if (n < kPanel) std::memset(dst + n * 4, 0x80, static_cast<size_t>((kPanel - n) * 4));
+  }
+}
+
+void pack_cols(PackedCols* c, const int8_t* x, int64_t ldx, int64_t kg0, int64_t kg1) {
+  for (int64_t g = kg0; g < kg1; ++g) {
+    const int8_t* rows[4];
+    for (int i = 0; i < 4; ++i) {
+      const int64_t kk = 4 * g + i;
+      rows[i] = kk < c->k ? x + kk * ldx : nullptr;
+    }
+    pack_cols_group(c, g, rows);
+  }
+}
+
+void pack_rows_tile(const int8_t* a, int64_t m, int64_t lda, int64_t k, int64_t m0, uint8_t* tile) {
+  const int64_t kg = kgroups_of(k);
+  const int64_t full = k / 4;
+  for (int r = 0; r < kMR; ++r) {
+    uint8_t* dst = tile + r * 4;
+    if (m0 + r >= m) {
+      for (int64_t g = 0; g < kg; ++g) std::memset(dst + g * kMR * 4, 0x80, 4);
+      continue;
+    }
+    const int8_t* src = a + (m0 + r) * lda;
+    for (int64_t g = 0; g < full; ++g) {
+      uint32_t v;
+      std::memcpy(&v, src + 4 * g, 4);
+      v ^= 0x80808080u;
+      std::memcpy(dst + g * kMR * 4, &v, 4);
+    }
+    if (full < kg) {
+      uint8_t* d = dst + full * kMR * 4;
+      for (int j = 0; j < 4; ++j) {
+        const int64_t kk = 4 * full + j;
+        d[j] = kk < k ? static_cast<uint8_t>(src[kk]) ^ 0x80u : 0x80u;
+      }
+    }
+  }
+}
+
+}  // namespace ortquant::gemm

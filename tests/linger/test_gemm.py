@@ -1,0 +1,164 @@
+"""The int8 GEMM engine (csrc/core/gemm) on every kernel path this CPU runs: bit-exact against the scalar oracle
+and against the numpy int64 reference, for awkward shapes, extreme values, every output kind and the rounding
+ties of the luna epilogue."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matrix_util import KERNELS, int8_data
+
+from conftest import assert_bitexact
+from ortquant import _C
+from ortquant.reference import linger_matrix as ref
+
+# (M, N, K): 1x1, primes, K % 4 != 0, N not a multiple of the 64-lane panel / 16 / 8, M not a multiple of 6.
+SHAPES = [
+    (1, 1, 1),
+    (1, 1, 7),
+    (2, 3, 5),
+    (7, 13, 17),
+    (6, 64, 4),
+    (5, 65, 3),
+    (13, 67, 131),
+    (12, 128, 256),
+    (31, 37, 61),
+    (1, 1024, 1024),
+    (64, 100, 36),
+    (3, 200, 1001),
+    (19, 9, 2),
+]
+
+KINDS = ["int8", "int16", "int32", "float", "raw"]
+
+
+def _epilogue(kind: str, ratio: float) -> dict:
+    if kind == "int8":
+        return dict(kind=kind, ratio=ratio, lo=-128.0, hi=127.0)
+    if kind == "int16":
+        return dict(kind=kind, ratio=ratio, lo=-32768.0, hi=32767.0)
+    if kind == "int32":
+        return dict(kind=kind, ratio=ratio, lo=-(2.0**31), hi=2.0**31 - 1)
+    if kind == "float":
+        return dict(kind=kind, fscale=ratio)
+    return dict(kind=kind)
+
+
+def _expected(acc: np.ndarray, kind: str, ratio: float) -> np.ndarray:
+    """Independent expectation from the exact int64 sums (bias already added, except for raw)."""
+    if kind == "raw":
+        return acc.astype(np.int32)
+    v = acc.astype(np.float64)
+    if kind == "float":
+        return (v * ratio).astype(np.float32)
+    e = _epilogue(kind, ratio)
+    return np.clip(np.floor(v * ratio + 0.5), e["lo"], e["hi"]).astype(
+        {"int8": np.int8, "int16": np.int16, "int32": np.int32}[kind]
+    )
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_rows_match_reference(kernel, m, n, k, rng):
+    a = int8_data(rng, (m, k), extreme=0.2)
+    w = int8_data(rng, (n, k), extreme=0.2)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    packed = _C.PackedGemmRows(w)
+    acc = ref.linear_acc(a, w)
+    for kind in KINDS:
+        for ratio in (2.0**-6, 2.0**-13, 0.3):
+            b = None if kind == "raw" else bias
+            got = packed.run(a, b, kernel=kernel, **_epilogue(kind, ratio))
+            want = _expected(acc if b is None else acc + bias, kind, ratio)
+            assert_bitexact(got, want)
+            if kernel != "scalar":
+                assert_bitexact(got, packed.run(a, b, kernel="scalar", **_epilogue(kind, ratio)))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_cols_match_reference(kernel, m, n, k, rng):
+    # The convolution orientation: out[i, p] = sum_k w[i, k] x[k, p]; here i < n weight rows, p < m pixels.
+    w = int8_data(rng, (n, k), extreme=0.2)
+    x = int8_data(rng, (k, m), extreme=0.2)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    for kind in KINDS:
+        ratio = 2.0**-7
+        b = None if kind == "raw" else bias
+        got = _C.gemm_cols(w, x, b, kernel=kernel, **_epilogue(kind, ratio))
+        want = _expected(acc if b is None else acc + bias[:, None], kind, ratio)
+        assert_bitexact(got, want)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_extreme_sums(kernel):
+    # -128 * -128 everywhere, at the longest reduction the int32 accumulator holds exactly (and +-127 mixes).
+    k = 131071
+    a = np.full((2, k), -128, np.int8)
+    a[1, ::2] = 127
+    w = np.full((3, k), -128, np.int8)
+    w[2, 1::3] = 127
+    acc = ref.linear_acc(a, w)
+    assert acc.max() == 16384 * k  # 2^31 - 16384: the largest possible sum
+    got = _C.PackedGemmRows(w).run(a, kind="raw", kernel=kernel)
+    assert_bitexact(got, acc.astype(np.int32))
+    got = _C.gemm_cols(w, np.ascontiguousarray(a.T), kind="raw", kernel=kernel)
+    assert_bitexact(got, acc.T.astype(np.int32))
+    # Saturation at both ends and an exact int32 output.
+    assert_bitexact(
+        _C.PackedGemmRows(w).run(a, kind="int8", ratio=1.0, kernel=kernel), np.clip(acc, -128, 127).astype(np.int8)
+    )
+    assert_bitexact(
+        _C.PackedGemmRows(w).run(a, kind="int32", ratio=1.0, lo=-(2.0**31), hi=2.0**31 - 1, kernel=kernel),
+        acc.astype(np.int32),
+    )
+
+
+def test_reduction_too_long_is_an_error():
+    with pytest.raises(ValueError, match="131071"):
+        _C.PackedGemmRows(np.zeros((1, 131072), np.int8))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_round_half_up_ties(kernel):
+    # K = 1 and W = 1 make the sum the activation itself: floor(v/2 + 0.5) (linger.md: -3>>1 -> -1, 3>>1 -> 2,
+    # -5>>1 -> -2); and floor(v/8 + 0.5): -12 -> -1, -4 -> 0, 4 -> 1, 12 -> 2.
+    v = np.array([-3, -2, -1, 0, 1, 2, 3, 5, -5, -128, 127], np.int8)[:, None]
+    w = np.ones((1, 1), np.int8)
+    got = _C.PackedGemmRows(w).run(v, kind="int8", ratio=0.5, kernel=kernel)
+    assert got[:, 0].tolist() == [-1, -1, 0, 0, 1, 1, 2, 3, -2, -64, 64]
+    v8 = np.array([-12, -4, 4, 12, -20, 20], np.int8)[:, None]
+    got = _C.PackedGemmRows(w).run(v8, kind="int8", ratio=0.125, kernel=kernel)
+    assert got[:, 0].tolist() == [-1, 0, 1, 2, -2, 3]
+    # A bias moves the tie: (1 + 2) / 2 = 1.5 -> 2.
+    got = _C.PackedGemmRows(w).run(
+        np.array([[1]], np.int8), np.array([2], np.int32), kind="int8", ratio=0.5, kernel=kernel
+    )
+    assert got.tolist() == [[2]]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_float_division_by_non_power_of_two(kernel, rng):
+    a = int8_data(rng, (9, 33))
+    w = int8_data(rng, (70, 33))
+    bias = rng.integers(-1000, 1000, 70).astype(np.int32)
+    got = _C.PackedGemmRows(w).run(a, bias, kind="float", fdiv=15.0, kernel=kernel)
+    want = ((ref.linear_acc(a, w) + bias).astype(np.float64) / 15.0).astype(np.float32)
+    assert_bitexact(got, want)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_threads_do_not_change_results(kernel, rng):
+    a = int8_data(rng, (300, 260))
+    w = int8_data(rng, (130, 260))
+    packed = _C.PackedGemmRows(w)
+    one = packed.run(a, kind="int8", ratio=2.0**-9, kernel=kernel)
+    assert_bitexact(packed.run(a, kind="int8", ratio=2.0**-9, kernel=kernel, threads=3), one)
+
+
+def test_kernel_names():
+    assert "scalar" in _C.gemm_kernels()
+    assert _C.gemm_kernel("scalar") == "scalar"
+    with pytest.raises(ValueError, match="unknown GEMM kernel"):
+        _C.gemm_kernel("sse9")

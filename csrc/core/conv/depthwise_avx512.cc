@@ -1,0 +1,11 @@
+// Depthwise convolution loops for the avx512 path (flags chosen by this file's name in CMakeLists.txt).
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "core/conv/depthwise_kernels.h"
+
+namespace ortquant::conv::avx512 {
+#include "core/conv/depthwise_impl.inc"
+}  // namespace ortquant::conv::avx512

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ort/kernels/linger/linger_matrix_ops.h"
 #include "ort/kernels/ngraph/ngraph_ops.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
 #include "ort/op.h"
@@ -22,6 +23,7 @@ namespace {
 // Domain groups (decision 3): every op of a group is registered in each of its domains.
 const std::vector<const char*> kQonnxDomains = {"qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"};
 const std::vector<const char*> kNgraphDomains = {"ngraph"};
+const std::vector<const char*> kLingerDomains = {"thinker", "onnxinfer"};
 
 struct Entry {
   const std::vector<const char*>* domains;
@@ -49,6 +51,27 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "GenericPartition", &genericpartition_spec, false},  // clear error at creation (decision 8)
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
+      // linger matrix ops (issue 4): overloads by output type, the int8 one first.
+      {&kLingerDomains, "LinearInt", &linear_int_spec},
+      {&kLingerDomains, "LinearInt", &linear_int_spec_i16},
+      {&kLingerDomains, "LinearInt", &linear_int_spec_i32},
+      {&kLingerDomains, "LinearInt", &linear_int_spec_f32},
+      {&kLingerDomains, "BmmInt", &bmm_int_spec},
+      {&kLingerDomains, "BmmInt", &bmm_int_spec_i16},
+      {&kLingerDomains, "BmmInt", &bmm_int_spec_i32},
+      {&kLingerDomains, "BmmInt", &bmm_int_spec_f32},
+      {&kLingerDomains, "Conv2dInt", &conv2d_int_spec},
+      {&kLingerDomains, "Conv2dInt", &conv2d_int_spec_i16},
+      {&kLingerDomains, "Conv2dInt", &conv2d_int_spec_i32},
+      {&kLingerDomains, "Conv2dInt", &conv2d_int_spec_f32},
+      {&kLingerDomains, "Conv1dInt", &conv1d_int_spec},
+      {&kLingerDomains, "Conv1dInt", &conv1d_int_spec_i16},
+      {&kLingerDomains, "Conv1dInt", &conv1d_int_spec_i32},
+      {&kLingerDomains, "Conv1dInt", &conv1d_int_spec_f32},
+      {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec},
+      {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_i16},
+      {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_i32},
+      {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_f32},
   };
   return t;
 }

@@ -13,8 +13,9 @@ def register_schemas() -> None:
     global _done
     if _done:
         return
-    from ortquant.schemas import ngraph, qonnx
+    from ortquant.schemas import linger_matrix, ngraph, qonnx
 
     qonnx.register()
     ngraph.register()
+    linger_matrix.register()
     _done = True

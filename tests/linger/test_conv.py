@@ -1,0 +1,172 @@
+"""Conv2dInt / Conv1dInt: the convolution core on every kernel path (general groups via im2col + GEMM, the
+depthwise kernel, the direct 1x1 path) and through onnxruntime, bit-exact against the numpy int64 reference;
+attribute and input validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matrix_util import DOMAINS, KERNELS, int8_data, out_attrs, run_matrix
+
+from conftest import ORT_ERRORS, assert_bitexact
+from ortquant import _C
+from ortquant.reference import linger_matrix as ref
+
+# (N, C, H, W, M, kh, kw, strides, pads [t, l, b, r], dilations, group)
+CASES = [
+    (1, 3, 6, 6, 4, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    (2, 4, 7, 7, 6, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), 2),
+    (1, 3, 6, 6, 4, 3, 3, (1, 1), (2, 2, 2, 2), (2, 2), 1),
+    (1, 2, 9, 9, 3, 5, 5, (4, 4), (2, 2, 2, 2), (1, 1), 1),
+    (2, 3, 3, 4, 3, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 3),  # depthwise 1x1
+    (1, 8, 10, 11, 8, 3, 3, (2, 2), (1, 0, 2, 1), (1, 1), 8),  # depthwise, asymmetric pads
+    (1, 8, 10, 11, 16, 3, 2, (1, 3), (0, 1, 1, 0), (2, 1), 8),  # depthwise multiplier 2
+    (1, 16, 5, 5, 32, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1 direct path
+    (2, 5, 13, 7, 7, 2, 3, (3, 1), (1, 2, 0, 1), (1, 2), 1),
+    (1, 64, 8, 8, 70, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),  # M not a multiple of the 6-row tile
+    (1, 6, 17, 3, 4, 1, 3, (1, 1), (0, 1, 0, 1), (1, 1), 2),
+    (1, 1, 1, 1, 1, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    (1, 3, 2, 2, 2, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),  # more padding than input
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+def test_conv_core_matches_reference(kernel, case, rng):
+    n, c, h, w, m, kh, kw, s, p, d, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.2)
+    wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.2)
+    b = rng.integers(-5000, 5000, m).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel)
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
+    got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, g))
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+@pytest.mark.parametrize("o_bits,scale_o", [(8, 16.0), (16, 4096.0), (32, 1.0), (4, 1.0), (None, None)])
+@pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[7], CASES[8]])
+@pytest.mark.parametrize("const", [True, False])
+def test_conv2d_ort(domain, o_bits, scale_o, case, const, rng):
+    n, c, h, w, m, kh, kw, s, p, d, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.2)
+    wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.2)
+    b = rng.integers(-5000, 5000, m).astype(np.int32)
+    attrs = out_attrs(o_bits, scale_o, scale_x=64.0, scale_w=128.0)
+    attrs.update(kernel_shape=[kh, kw], strides=list(s), pads=list(p), dilations=list(d), group=g)
+    got = run_matrix("Conv2dInt", [x, wt, b], attrs, const=[False, const, const], domain=domain)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, scale_o, o_bits, s, p, d, g))
+
+
+def test_conv2d_defaults_and_no_bias(rng):
+    x = int8_data(rng, (2, 3, 5, 6))
+    wt = int8_data(rng, (4, 3, 2, 2))
+    got = run_matrix("Conv2dInt", [x, wt], out_attrs(8, 8.0, scale_x=16.0, scale_w=64.0), const=[False, True])
+    assert_bitexact(got, ref.conv2d(x, wt, None, 16.0, 64.0, 8.0, 8))
+
+
+def test_conv2d_resnet_like_threads(rng):
+    x = int8_data(rng, (1, 64, 20, 20))
+    wt = int8_data(rng, (64, 64, 3, 3))
+    b = rng.integers(-(2**16), 2**16, 64).astype(np.int32)
+    attrs = out_attrs(8, 8.0, scale_x=32.0, scale_w=128.0)
+    attrs.update(pads=[1, 1, 1, 1])
+    want = ref.conv2d(x, wt, b, 32.0, 128.0, 8.0, 8, pads=(1, 1, 1, 1))
+    for threads in (1, 2):
+        assert_bitexact(run_matrix("Conv2dInt", [x, wt, b], attrs, const=[False, True, True], threads=threads), want)
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+@pytest.mark.parametrize("const", [True, False])
+def test_conv1d_ort(domain, const, rng):
+    for n, c, length, m, k, s, p, d, g in [
+        (2, 4, 9, 5, 3, 2, (1, 1), 1, 1),
+        (1, 6, 20, 6, 5, 1, (0, 3), 2, 3),
+        (3, 2, 4, 4, 1, 1, (0, 0), 1, 2),
+    ]:
+        x = int8_data(rng, (n, c, length))
+        wt = int8_data(rng, (m, c // g, k))
+        b = rng.integers(-5000, 5000, m).astype(np.int32)
+        for o_bits, scale_o in [(8, 128.0), (None, None)]:
+            attrs = out_attrs(o_bits, scale_o, scale_x=64.0, scale_w=256.0)
+            attrs.update(kernel_shape=[k], strides=[s], pads=list(p), dilations=[d], group=g)
+            got = run_matrix("Conv1dInt", [x, wt, b], attrs, const=[False, const, const], domain=domain)
+            assert_bitexact(got, ref.conv1d(x, wt, b, 64.0, 256.0, scale_o, o_bits, s, p, d, g))
+
+
+# ---- bad input -------------------------------------------------------------------------------------------
+
+
+def _expect_error(op, inputs, attrs, const, *causes):
+    with pytest.raises(ORT_ERRORS) as e:
+        run_matrix(op, inputs, attrs, const=const)
+    msg = str(e.value)
+    assert f"{op.lower()}_node" in msg, msg
+    for cause in causes:
+        assert cause in msg, msg
+
+
+def _attrs(**kw):
+    a = out_attrs(8, 1.0, scale_x=1.0, scale_w=1.0)
+    a.update(kw)
+    return a
+
+
+def test_channel_and_group_mismatch(rng):
+    x = int8_data(rng, (1, 5, 6, 6))
+    _expect_error("Conv2dInt", [x, np.zeros((4, 4, 3, 3), np.int8)], _attrs(), [False, True], "5 channels", "expect 4")
+    _expect_error("Conv2dInt", [x, np.zeros((4, 2, 3, 3), np.int8)], _attrs(group=2), [False, False], "5 channels")
+    _expect_error(
+        "Conv2dInt", [x, np.zeros((3, 1, 3, 3), np.int8)], _attrs(group=5), [False, True], "multiple of group"
+    )
+    _expect_error("Conv2dInt", [x, np.zeros((4, 5, 3, 3), np.int8)], _attrs(group=0), [False, True], "group")
+
+
+def test_bad_kernel_pads_strides(rng):
+    x = int8_data(rng, (1, 2, 6, 6))
+    w = np.zeros((4, 2, 3, 3), np.int8)
+    _expect_error("Conv2dInt", [x, w], _attrs(kernel_shape=[3, 2]), [False, True], "kernel_shape", "does not match")
+    _expect_error("Conv2dInt", [x, w], _attrs(kernel_shape=[3]), [False, True], "kernel_shape", "2 values")
+    _expect_error("Conv2dInt", [x, w], _attrs(strides=[0, 1]), [False, True], "strides must be positive")
+    _expect_error("Conv2dInt", [x, w], _attrs(dilations=[1, -1]), [False, True], "dilations must be positive")
+    _expect_error("Conv2dInt", [x, w], _attrs(pads=[1, -1, 1, 1]), [False, True], "pads must not be negative")
+    _expect_error("Conv2dInt", [x, w], _attrs(pads=[1, 1]), [False, True], "pads", "4 values")
+    _expect_error("Conv2dInt", [x, w], _attrs(auto_pad="SAME_UPPER"), [False, True], "auto_pad")
+    _expect_error(
+        "Conv2dInt", [int8_data(rng, (1, 2, 2, 6)), w], _attrs(), [False, True], "smaller than the dilated kernel"
+    )
+    _expect_error("Conv2dInt", [int8_data(rng, (2, 6, 6)), w], _attrs(), [False, True], "must be 4-D")
+    _expect_error(
+        "Conv1dInt",
+        [int8_data(rng, (1, 2, 6)), np.zeros((4, 2, 3), np.int8)],
+        _attrs(strides=[1, 1]),
+        [False, True],
+        "strides",
+        "1 values",
+    )
+
+
+def test_weight_and_bias_types(rng):
+    x = int8_data(rng, (1, 2, 6, 6))
+    _expect_error(
+        "Conv2dInt", [x, np.zeros((4, 2, 3, 3), np.uint8)], _attrs(), [False, True], "weight must be int8", "uint8"
+    )
+    _expect_error("Conv2dInt", [x, np.zeros((4, 2, 3, 3), np.float32)], _attrs(), [False, False], "weight must be int8")
+    _expect_error("Conv2dInt", [x, np.zeros((4, 2, 3), np.int8)], _attrs(), [False, True], "weight must be 4-D")
+    _expect_error(
+        "Conv2dInt",
+        [x, np.zeros((4, 2, 3, 3), np.int8), np.zeros(4, np.float32)],
+        _attrs(),
+        [False, True, True],
+        "bias must be int32",
+    )
+    _expect_error(
+        "Conv2dInt",
+        [x, np.zeros((4, 2, 3, 3), np.int8), np.zeros(5, np.int32)],
+        _attrs(),
+        [False, True, True],
+        "bias must have shape [4]",
+    )

@@ -1,0 +1,93 @@
+"""ConvTranspose2dInt (torch padding meaning, output_padding, groups, dilations): the core on every kernel path
+and the op through onnxruntime, bit-exact against the numpy int64 reference; validation errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matrix_util import DOMAINS, KERNELS, int8_data, out_attrs, run_matrix
+
+from conftest import ORT_ERRORS, assert_bitexact
+from ortquant import _C
+from ortquant.reference import linger_matrix as ref
+
+# (N, C, H, W, M/group, kh, kw, strides, pads [t, l, b, r], dilations, output_padding, group)
+CASES = [
+    (1, 3, 4, 4, 4, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1),
+    (1, 4, 3, 3, 2, 4, 4, (2, 2), (1, 1, 1, 1), (1, 1), (0, 0), 1),
+    (2, 4, 5, 3, 6, 3, 2, (1, 3), (0, 1, 2, 0), (2, 1), (1, 2), 2),
+    (1, 6, 4, 4, 3, 3, 3, (3, 3), (0, 0, 0, 0), (1, 1), (2, 0), 3),
+    (1, 8, 6, 5, 70, 2, 2, (2, 2), (0, 0, 0, 0), (1, 1), (0, 0), 1),
+    (1, 1, 1, 1, 1, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1), (0, 0), 1),
+    (1, 5, 7, 2, 3, 5, 3, (1, 2), (2, 1, 2, 1), (1, 1), (0, 1), 1),
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+def test_conv_transpose_core(kernel, case, rng):
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.2)
+    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.2)
+    b = rng.integers(-5000, 5000, mg * g).astype(np.int32)
+    args = dict(
+        strides=list(s),
+        pads=list(p),
+        dilations=list(d),
+        group=g,
+        kernel=kernel,
+        transposed=True,
+        output_padding=list(op),
+    )
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv_transpose2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, op, g))
+    got = _C.conv2d(x, wt, b, kind="float", fscale=1.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv_transpose2d(x, wt, b, 64.0, 128.0, None, None, s, p, d, op, g))
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+@pytest.mark.parametrize("o_bits,scale_o", [(8, 256.0), (16, 2.0**14), (None, None)])
+@pytest.mark.parametrize("case", CASES[:4])
+@pytest.mark.parametrize("const", [True, False])
+def test_conv_transpose_ort(domain, o_bits, scale_o, case, const, rng):
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.2)
+    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.2)
+    b = rng.integers(-5000, 5000, mg * g).astype(np.int32)
+    attrs = out_attrs(o_bits, scale_o, scale_x=64.0, scale_w=512.0)
+    attrs.update(
+        kernel_shape=[kh, kw], strides=list(s), pads=list(p), dilations=list(d), output_padding=list(op), group=g
+    )
+    got = run_matrix("ConvTranspose2dInt", [x, wt, b], attrs, const=[False, const, const], domain=domain)
+    assert_bitexact(got, ref.conv_transpose2d(x, wt, b, 64.0, 512.0, scale_o, o_bits, s, p, d, op, g))
+
+
+def test_conv_transpose_no_bias_defaults(rng):
+    x = int8_data(rng, (2, 3, 4, 5))
+    wt = int8_data(rng, (3, 2, 2, 3))
+    got = run_matrix("ConvTranspose2dInt", [x, wt], out_attrs(8, 32.0, scale_x=16.0, scale_w=64.0), const=[False, True])
+    assert_bitexact(got, ref.conv_transpose2d(x, wt, None, 16.0, 64.0, 32.0, 8))
+
+
+def _expect_error(inputs, attrs, const, *causes):
+    with pytest.raises(ORT_ERRORS) as e:
+        run_matrix("ConvTranspose2dInt", inputs, attrs, const=const)
+    msg = str(e.value)
+    assert "convtranspose2dint_node" in msg, msg
+    for cause in causes:
+        assert cause in msg, msg
+
+
+def test_conv_transpose_errors(rng):
+    a = out_attrs(8, 1.0, scale_x=1.0, scale_w=1.0)
+    x = int8_data(rng, (1, 4, 3, 3))
+    w = np.zeros((4, 2, 3, 3), np.int8)
+    _expect_error([x, w], dict(a, strides=[2, 2], output_padding=[2, 0]), [False, True], "output_padding")
+    _expect_error([x, w], dict(a, output_padding=[0, -1]), [False, True], "output_padding")
+    _expect_error([int8_data(rng, (1, 5, 3, 3)), w], a, [False, True], "5 channels", "expect 4")
+    _expect_error([x, np.zeros((4, 2, 3, 3), np.int8)], dict(a, group=3), [False, True], "multiple of group")
+    _expect_error([x, w], dict(a, pads=[3, 3, 3, 3]), [False, True], "output height would be")
+    _expect_error([x, w], dict(a, kernel_shape=[2, 2]), [False, True], "kernel_shape", "does not match")
+    _expect_error([x, np.zeros((4, 2, 3, 3), np.uint8)], a, [False, True], "weight must be int8")
+    _expect_error([x, w], dict(a, output_shape=[5, 5]), [False, True], "output_shape")
+    _expect_error([x, w, np.zeros(3, np.int32)], a, [False, True, True], "bias must have shape [2]")

@@ -12,6 +12,7 @@ test_binary_mlp_has_a_sign_margin checks the margin on the stored inputs, so tha
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,6 +66,7 @@ def _session(name: str, threads: int = 1) -> ort.InferenceSession:
     return ortquant.InferenceSession(MODELS_DIR / f"{name}.onnx", sess_options=so)
 
 
+@functools.cache
 def _missing_op(name: str) -> str | None:
     """The op that keeps onnxruntime from loading the model, if that is the only problem (else None).
 

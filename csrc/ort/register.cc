@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ort/kernels/linger/linger_matrix_ops.h"
+#include "ort/kernels/linger/linger_ops.h"
 #include "ort/kernels/ngraph/ngraph_ops.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
 #include "ort/op.h"
@@ -49,6 +50,40 @@ const std::vector<Entry>& table() {
       {&kQonnxDomains, "QuantAvgPool2d", &quantavgpool2d_spec},
       {&kQonnxDomains, "DebugMarker", &debugmarker_spec},
       {&kQonnxDomains, "GenericPartition", &genericpartition_spec, false},  // clear error at creation (decision 8)
+      // linger / thinker (decisions 11-16). Overloads by output type: the int8 one first (the default).
+      {&kLingerDomains, "Quant", &linger_quant_spec},
+      {&kLingerDomains, "Quant", &linger_quant_spec_i16},
+      {&kLingerDomains, "Quant", &linger_quant_spec_i32},
+      {&kLingerDomains, "Dequant", &linger_dequant_spec},
+      {&kLingerDomains, "Requant", &linger_requant_spec},
+      {&kLingerDomains, "Requant", &linger_requant_spec_i16},
+      {&kLingerDomains, "Requant", &linger_requant_spec_i32},
+      {&kLingerDomains, "iqAdd", &linger_iqadd_spec},
+      {&kLingerDomains, "iqMul", &linger_iqmul_spec},
+      {&kLingerDomains, "iqDiv", &linger_iqdiv_spec},
+      {&kLingerDomains, "iqCat", &linger_iqcat_spec},
+      {&kLingerDomains, "iqClamp", &linger_iqclamp_spec},
+      {&kLingerDomains, "iqSigmoid", &linger_iqsigmoid_spec},
+      {&kLingerDomains, "iqTanh", &linger_iqtanh_spec},
+      {&kLingerDomains, "iqSum", &linger_iqsum_spec},
+      {&kLingerDomains, "iqPad", &linger_iqpad_spec},
+      {&kLingerDomains, "Relu", &linger_relu_spec},
+      {&kLingerDomains, "AvgPool2dInt", &linger_avgpool_spec},
+      {&kLingerDomains, "BatchNorm2dInt", &linger_batchnorm2d_spec},
+      {&kLingerDomains, "BatchNorm2dInt", &linger_batchnorm2d_spec_i16},
+      {&kLingerDomains, "BatchNorm2dInt", &linger_batchnorm2d_spec_i32},
+      {&kLingerDomains, "BatchNorm1dInt", &linger_batchnorm1d_spec},
+      {&kLingerDomains, "BatchNorm1dInt", &linger_batchnorm1d_spec_i16},
+      {&kLingerDomains, "BatchNorm1dInt", &linger_batchnorm1d_spec_i32},
+      {&kLingerDomains, "SoftmaxInt", &linger_softmax_spec},
+      {&kLingerDomains, "SoftmaxInt", &linger_softmax_spec_i16},
+      {&kLingerDomains, "SoftmaxInt", &linger_softmax_spec_i32},
+      {&kLingerDomains, "SoftmaxInt", &linger_softmax_spec_f32},
+      {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec},
+      {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_i16},
+      {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_i32},
+      {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_f32},
+      {&kLingerDomains, "LayerNormInt", &linger_layernorm_spec},
       // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
       // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
       // linger matrix ops (issue 4): overloads by output type, the int8 one first.

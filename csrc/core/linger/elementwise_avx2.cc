@@ -1,0 +1,9 @@
+// linger elementwise loops compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
+#include <cmath>
+#include <limits>
+
+#include "core/linger/elementwise_kernels.h"
+
+namespace ortquant::linger::avx2 {
+#include "core/linger/elementwise_impl.inc"
+}  // namespace ortquant::linger::avx2

@@ -107,10 +107,10 @@ class BinaryKernel : public OpKernel {
       plan = make_broadcast_plan(out, {x.shape, y.shape});
       if (y.dtype == kI8) {
         const int8_t* yp = y.as<int8_t>();
-        body = [&](int64_t b, int64_t e) { int_.run(plan, xp, yp, z, b, e); };
+        body = [&, yp](int64_t b, int64_t e) { int_.run(plan, xp, yp, z, b, e); };
       } else {
         const float* yp = y.as<float>();
-        body = [&](int64_t b, int64_t e) {
+        body = [&, yp](int64_t b, int64_t e) {
           for_each_segment(plan, b, e, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
             for (int64_t i = 0; i < n; ++i) z[o + i] = float_op(xp[offs[0] + i * st[0]], yp[offs[1] + i * st[1]]);
           });

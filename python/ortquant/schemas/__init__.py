@@ -13,9 +13,10 @@ def register_schemas() -> None:
     global _done
     if _done:
         return
-    from ortquant.schemas import linger_matrix, ngraph, qonnx
+    from ortquant.schemas import linger, linger_matrix, ngraph, qonnx
 
     qonnx.register()
     ngraph.register()
+    linger.register()
     linger_matrix.register()
     _done = True

@@ -63,16 +63,81 @@ def _load(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.Model
     return onnx.load(os.fspath(model))
 
 
+LINGER_DOMAINS = ("thinker", "onnxinfer")
+# Standard ops that keep their first input's element type (how int8 flows through a linger graph).
+_TYPE_PRESERVING = {
+    "Relu", "MaxPool", "Clip", "Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten", "Concat",
+    "Split", "Slice", "Gather", "Pad", "Expand", "Tile", "DepthToSpace", "SpaceToDepth",
+}  # fmt: skip
+
+
+def _element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element types of the top-level graph's values: declared ones, then onnx shape inference (best effort)."""
+    types: dict[str, int] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:
+        inferred = model.graph
+    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    for init in model.graph.initializer:
+        types[init.name] = init.data_type
+    return types
+
+
+def rewrite_int8_relu(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Move default-domain ``Relu`` nodes on int8 / int32 tensors to ``thinker::Relu`` (decision 14).
+
+    linger writes int8 ReLU as a standard ``Relu``, which onnxruntime refuses at load. The input type comes from
+    the graph's declared or inferred types; where those are silent (linger ops without a registered schema), a
+    value produced by a thinker/onnxinfer op other than ``Dequant``, or passed through type-preserving standard ops
+    from one, is taken as an integer. Only the top-level graph is rewritten. Returns ``model`` itself when nothing
+    changes, otherwise a rewritten copy (with a ``thinker`` opset import added if missing).
+    """
+    relus = [n for n in model.graph.node if n.op_type == "Relu" and n.domain in ("", "ai.onnx")]
+    if not relus:
+        return model
+    types = _element_types(model)
+    producer = {o: n for n in model.graph.node for o in n.output}
+    ints = {onnx.TensorProto.INT8, onnx.TensorProto.INT32}
+
+    def is_int(value: str, depth: int = 0) -> bool:
+        if value in types:
+            return types[value] in ints
+        node = producer.get(value)
+        if node is None or depth > 64:
+            return False
+        if node.domain in LINGER_DOMAINS:
+            return node.op_type != "Dequant"
+        if node.domain in ("", "ai.onnx") and node.op_type in _TYPE_PRESERVING and node.input:
+            return is_int(node.input[0], depth + 1)
+        return False
+
+    targets = {id(n) for n in relus if n.input and is_int(n.input[0])}
+    if not targets:
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for node in out.graph.node:
+        if node.op_type == "Relu" and node.domain in ("", "ai.onnx") and node.input and is_int(node.input[0]):
+            node.domain = "thinker"
+    if not any(imp.domain == "thinker" for imp in out.opset_import):
+        out.opset_import.append(onnx.helper.make_opsetid("thinker", 1))
+    return out
+
+
 def prepare_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
     """Check a model and rewrite what onnxruntime needs; returns a ModelProto (a copy when changed).
 
     Checks: QONNX Trunc input counts against the opset import (decision 6). Raises :class:`ModelError`.
+    Rewrites: int8 ``Relu`` in the default domain to ``thinker::Relu`` (decision 14, :func:`rewrite_int8_relu`).
     """
     proto = _load(model)
     problems = check_trunc_versions(proto)
     if problems:
         raise ModelError("; ".join(problems))
-    return proto
+    return rewrite_int8_relu(proto)
 
 
 def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession

@@ -37,15 +37,17 @@ const char* round_mode_name(RoundMode mode);
 
 namespace detail {
 template <class T>
-inline T numpy_sign(T x) {
+[[gnu::always_inline]] inline T numpy_sign(T x) {
   return x > T(0) ? T(1) : (x < T(0) ? T(-1) : (x == T(0) ? T(0) : x));
 }
 }  // namespace detail
 
 // Rounds x by the mode given as a template argument (lets loops vectorize with the mode hoisted out).
 // The exact modes work from t = trunc(x) and d = x - t, which is exact in binary floating point.
+// Always inlined: an out-of-line copy would be a weak symbol emitted by every per-ISA file with that file's flags,
+// and the linker could hand the AVX-512 copy to the scalar path.
 template <RoundMode M, class T>
-inline T round_value(T x) {
+[[gnu::always_inline]] inline T round_value(T x) {
   if constexpr (M == RoundMode::kHalfEven) {
     return std::nearbyint(x);
   } else if constexpr (M == RoundMode::kCeil) {

@@ -1,0 +1,12 @@
+// nGraph Quantize/Dequantize loops compiled for the scalar path (flags chosen by this file's name in CMakeLists.txt).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "core/half.h"
+#include "core/ngraph/kernels.h"
+
+namespace ortquant::ngraph::scalar {
+#include "core/ngraph/kernels_impl.inc"
+}  // namespace ortquant::ngraph::scalar

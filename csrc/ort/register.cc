@@ -26,10 +26,21 @@ const std::vector<const char*> kQonnxDomains = {"qonnx.custom_op.general", "finn
 const std::vector<const char*> kNgraphDomains = {"ngraph"};
 const std::vector<const char*> kLingerDomains = {"thinker", "onnxinfer"};
 
+// An op name with one OpSpec (make), or with several OpSpecs that differ only in types (make_all: onnxruntime
+// picks among them by input types, ort-custom-ops.md 1.2).
 struct Entry {
+  using Make = OpSpec (*)(const std::string& name);
+  using MakeAll = std::vector<OpSpec> (*)(const std::string& name);
+  Entry(const std::vector<const char*>* d, const char* n, Make m, bool s = true)
+      : domains(d), name(n), make(m), supported(s) {}
+  Entry(const std::vector<const char*>* d, const char* n, MakeAll m, bool s = true)
+      : domains(d), name(n), make_all(m), supported(s) {}
+  std::vector<OpSpec> specs() const { return make ? std::vector<OpSpec>{make(name)} : make_all(name); }
+
   const std::vector<const char*>* domains;
   const char* name;
-  OpSpec (*make)(const std::string& name);
+  Make make = nullptr;
+  MakeAll make_all = nullptr;
   // false: registered only so that session creation fails with a clear message; not in OrtQuantOpList.
   bool supported = true;
 };
@@ -84,8 +95,6 @@ const std::vector<Entry>& table() {
       {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_i32},
       {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_f32},
       {&kLingerDomains, "LayerNormInt", &linger_layernorm_spec},
-      // {&kNgraphDomains, "Quantize", &ngraph_quantize_spec},
-      // {&kNgraphDomains, "Dequantize", &ngraph_dequantize_spec},
       // linger matrix ops (issue 4): overloads by output type, the int8 one first.
       {&kLingerDomains, "LinearInt", &linear_int_spec},
       {&kLingerDomains, "LinearInt", &linear_int_spec_i16},
@@ -107,6 +116,8 @@ const std::vector<Entry>& table() {
       {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_i16},
       {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_i32},
       {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_f32},
+      {&kNgraphDomains, "Quantize", &ngraph_quantize_specs},
+      {&kNgraphDomains, "Dequantize", &ngraph_dequantize_specs},
   };
   return t;
 }
@@ -134,18 +145,20 @@ OrtStatus* build_registry(uint32_t api_version) {
   auto reg = std::make_unique<Registry>();
   std::vector<std::pair<std::string, OrtCustomOpDomain*>> by_name;
   for (const Entry& e : table()) {
-    reg->ops.push_back(std::make_unique<CustomOp>(e.make(e.name), api_version));
-    const CustomOp* op = reg->ops.back().get();
-    for (const char* d : *e.domains) {
-      OrtCustomOpDomain* dom = nullptr;
-      for (auto& p : by_name)
-        if (p.first == d) dom = p.second;
-      if (dom == nullptr) {
-        if (OrtStatus* st = g_api->CreateCustomOpDomain(d, &dom)) return st;
-        by_name.emplace_back(d, dom);
-        reg->domains.push_back(dom);
+    for (OpSpec& spec : e.specs()) {
+      reg->ops.push_back(std::make_unique<CustomOp>(std::move(spec), api_version));
+      const CustomOp* op = reg->ops.back().get();
+      for (const char* d : *e.domains) {
+        OrtCustomOpDomain* dom = nullptr;
+        for (auto& p : by_name)
+          if (p.first == d) dom = p.second;
+        if (dom == nullptr) {
+          if (OrtStatus* st = g_api->CreateCustomOpDomain(d, &dom)) return st;
+          by_name.emplace_back(d, dom);
+          reg->domains.push_back(dom);
+        }
+        if (OrtStatus* st = g_api->CustomOpDomain_Add(dom, op)) return st;
       }
-      if (OrtStatus* st = g_api->CustomOpDomain_Add(dom, op)) return st;
     }
   }
   g_registry = reg.release();

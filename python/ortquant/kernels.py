@@ -190,3 +190,53 @@ def quant_avgpool2d(
     return _C.quant_avgpool2d(
         np.asarray(x, dtype=np.float32), int(kernel), int(stride), int(ibits), int(obits), data_layout
     )
+
+
+def ngraph_quantize(
+    x: np.ndarray,
+    scale: np.ndarray | float,
+    zero_point: np.ndarray | int,
+    axes: list[int] | tuple[int, ...] = (),
+    round_mode: str = "ROUND_NEAREST_TOWARD_EVEN",
+) -> np.ndarray:
+    """nGraph Quantize: ``saturate(round(x / scale) + zero_point)``, output dtype = ``zero_point``'s dtype.
+
+    ``x`` is float32 or float16 and ``scale`` takes its dtype; ``zero_point`` is int8, uint8, int16, uint16 or
+    int32 (a Python int becomes int8). With ``axes``, scale and zero_point have the input's dims at those axes.
+    """
+    xa = np.ascontiguousarray(x)
+    if xa.dtype not in (np.float32, np.float16):
+        xa = xa.astype(np.float32)
+    zp = np.asarray(zero_point)
+    if zp.dtype.kind not in "iu" or zp.dtype.itemsize > 4 or zp.dtype == np.uint32:
+        zp = zp.astype(np.int8)
+    return _C.ngraph_quantize(
+        xa,
+        np.ascontiguousarray(scale, dtype=xa.dtype),
+        np.ascontiguousarray(zp),
+        list(axes),
+        round_mode,
+    )
+
+
+def ngraph_dequantize(
+    q: np.ndarray,
+    scale: np.ndarray | float,
+    zero_point: np.ndarray | int,
+    axes: list[int] | tuple[int, ...] = (),
+) -> np.ndarray:
+    """nGraph Dequantize: ``REAL(q - zero_point) * scale`` with the difference in int64; output dtype = scale's.
+
+    ``q`` is int8, uint8, int16, uint16 or int32 and ``zero_point`` takes its dtype; ``scale`` is float32 or
+    float16 (a Python float becomes float32).
+    """
+    qa = np.ascontiguousarray(q)
+    sc = np.asarray(scale)
+    if sc.dtype not in (np.float32, np.float16):
+        sc = sc.astype(np.float32)
+    return _C.ngraph_dequantize(
+        qa,
+        np.ascontiguousarray(sc),
+        np.ascontiguousarray(zero_point, dtype=qa.dtype),
+        list(axes),
+    )

@@ -120,11 +120,12 @@ def _build_cases(qtype, rng: np.random.Generator, real):
     return cases
 
 
-@pytest.fixture(params=ISAS)
-def isa(request):
-    kernels.set_isa(request.param)
-    yield request.param
-    kernels.set_isa("")
+def _run(inputs, attrs=None, **kw):
+    """Runs one Quantize node (round_mode ROUND_NEAREST_TOWARD_EVEN unless given); output dtype = zero point's."""
+    attrs = {"round_mode": "ROUND_NEAREST_TOWARD_EVEN", **(attrs or {})}
+    return run_node(
+        "Quantize", DOMAIN, inputs, attrs=attrs, output_dtypes=[NP_TO_ONNX[np.asarray(inputs[2]).dtype]], **kw
+    )
 
 
 @pytest.mark.parametrize("qtype", QTYPES)
@@ -354,11 +355,9 @@ def test_narrow_extremes(qtype):
 
 def test_zero_and_negative_scale():
     x = np.array([-3.0, -0.0, 0.0, 2.5, 7.0, np.nan], np.float32)
-    (y,) = run_node("Quantize", DOMAIN, [x, np.float32(0), np.int8(5)], output_dtypes=[NP_TO_ONNX[np.dtype(np.int8)]])
+    (y,) = _run([x, np.float32(0), np.int8(5)])
     assert_bitexact(y, np.array([-128, 5, 5, 127, 127, 5], np.int8))  # x/0: +-inf or NaN
-    (y,) = run_node(
-        "Quantize", DOMAIN, [x, np.float32(-0.5), np.int8(0)], output_dtypes=[NP_TO_ONNX[np.dtype(np.int8)]]
-    )
+    (y,) = _run([x, np.float32(-0.5), np.int8(0)])
     assert_bitexact(y, np.array([6, 0, 0, -5, -14, 0], np.int8))  # ties to even: -5.0 stays, 0 +-0
 
 
@@ -380,11 +379,9 @@ def test_every_overload_runs(real, qtype):
     assert_bitexact(y, np.clip(np.array(expect), info.min, info.max).astype(qtype))
 
 
-def test_default_round_mode_is_ties_to_even():
+def test_ties_to_even_with_zero_point():
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5], np.float32)
-    (y,) = run_node(
-        "Quantize", DOMAIN, [x, np.float32(1), np.uint8(10)], output_dtypes=[NP_TO_ONNX[np.dtype(np.uint8)]]
-    )
+    (y,) = _run([x, np.float32(1), np.uint8(10)])
     assert_bitexact(y, np.array([10, 12, 12, 10, 8], np.uint8))
 
 
@@ -401,13 +398,7 @@ def test_default_round_mode_is_ties_to_even():
 def test_type_attribute_spellings(qtype, names):
     x = np.array([1.5, -2.5], np.float32)
     for name in names:
-        (y,) = run_node(
-            "Quantize",
-            DOMAIN,
-            [x, np.float32(1), np.array(3, qtype)],
-            attrs={"type": name},
-            output_dtypes=[NP_TO_ONNX[np.dtype(qtype)]],
-        )
+        (y,) = _run([x, np.float32(1), np.array(3, qtype)], {"type": name})
         assert_bitexact(y, np.array([5, 1], qtype))
 
 
@@ -449,19 +440,9 @@ def test_all_constant_node_is_folded_and_exact(rng):
 
 
 def test_empty_and_scalar_input():
-    (y,) = run_node(
-        "Quantize",
-        DOMAIN,
-        [np.zeros((0, 3), np.float32), np.float32(1), np.int8(0)],
-        output_dtypes=[NP_TO_ONNX[np.dtype(np.int8)]],
-    )
+    (y,) = _run([np.zeros((0, 3), np.float32), np.float32(1), np.int8(0)])
     assert y.shape == (0, 3) and y.dtype == np.int8
-    (y,) = run_node(
-        "Quantize",
-        DOMAIN,
-        [np.array(2.5, np.float32), np.float32(1), np.uint8(1)],
-        output_dtypes=[NP_TO_ONNX[np.dtype(np.uint8)]],
-    )
+    (y,) = _run([np.array(2.5, np.float32), np.float32(1), np.uint8(1)])
     assert_bitexact(y, np.array(3, np.uint8))
 
 
@@ -511,6 +492,8 @@ def test_ort_on_each_isa(isa):
 
 
 def _error(inputs, attrs=None, qtype=np.int8, const=False) -> str:
+    attrs = {"round_mode": "ROUND_NEAREST_TOWARD_EVEN", **(attrs or {})}
+    attrs = {k: v for k, v in attrs.items() if v is not None}  # None: leave the attribute out
     model, feeds = make_node_model(
         "Quantize", DOMAIN, inputs, attrs=attrs, const=const, output_dtypes=[NP_TO_ONNX[np.dtype(qtype)]]
     )
@@ -522,6 +505,11 @@ def _error(inputs, attrs=None, qtype=np.int8, const=False) -> str:
 
 
 X = np.ones((2, 3, 4), np.float32)
+
+
+def test_missing_round_mode_fails_at_session_creation():
+    msg = _error([X, np.float32(1), np.int8(0)], {"round_mode": None})
+    assert "round_mode" in msg and "missing" in msg
 
 
 def test_unknown_round_mode_fails_at_session_creation():

@@ -24,8 +24,8 @@ class QuantizeKernel : public OpKernel {
       : rt_(rt), qt_(qt), x_(info, 0), scale_(info, 1), zero_point_(info, 2) {
     axes_ = info.attr_ints("axes", {});
     ngraph::check_axes(axes_);
-    // nGraph has no default; a missing round_mode means ties-to-even (nGraph's own choice for ONNX QuantizeLinear).
-    const std::string mode = info.attr_string("round_mode", "ROUND_NEAREST_TOWARD_EVEN");
+    // Required, as in nGraph (its constructor has no default) and in ortquant's schema.
+    const std::string mode = info.attr_string("round_mode");
     if (!parse_ngraph_round_mode(mode, &mode_))
       throw_error("attribute 'round_mode': unknown rounding mode '", mode, "' (expected one of ", kModeNames, ")");
     ngraph_detail::check_type_attr(info, qt_, "zero_point");

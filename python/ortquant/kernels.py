@@ -201,15 +201,16 @@ def ngraph_quantize(
 ) -> np.ndarray:
     """nGraph Quantize: ``saturate(round(x / scale) + zero_point)``, output dtype = ``zero_point``'s dtype.
 
-    ``x`` is float32 or float16 and ``scale`` takes its dtype; ``zero_point`` is int8, uint8, int16, uint16 or
-    int32 (a Python int becomes int8). With ``axes``, scale and zero_point have the input's dims at those axes.
+    ``x`` is float32 or float16 and ``scale`` takes its dtype; ``zero_point`` must be a numpy int8, uint8,
+    int16, uint16 or int32 value or array (its dtype picks the output type, so a plain Python int is refused).
+    With ``axes``, scale and zero_point have the input's dims at those axes.
     """
     xa = np.ascontiguousarray(x)
     if xa.dtype not in (np.float32, np.float16):
         xa = xa.astype(np.float32)
     zp = np.asarray(zero_point)
-    if zp.dtype.kind not in "iu" or zp.dtype.itemsize > 4 or zp.dtype == np.uint32:
-        zp = zp.astype(np.int8)
+    if zp.dtype not in (np.int8, np.uint8, np.int16, np.uint16, np.int32):
+        raise ValueError(f"zero_point must be int8, uint8, int16, uint16 or int32 (the output type), got {zp.dtype}")
     return _C.ngraph_quantize(
         xa,
         np.ascontiguousarray(scale, dtype=xa.dtype),

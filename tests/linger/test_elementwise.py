@@ -64,6 +64,8 @@ REQUANT_CASES = [
     (np.int16, 16, 8, 8192.0, 32.0),  # 16 -> 8 (RHU >> 8, saturating)
     (np.int16, 16, 16, 4096.0, 4096.0),  # identity
     (np.int16, 16, 16, 4096.0, 1024.0),
+    (np.int16, 16, 16, 1024.0, 4096.0),  # int16 left shift: saturating, int32 lanes
+    (np.int8, 8, 16, 1.0, 2.0**9),  # 8 -> 16 beyond x << 8: int32 lanes
     (np.int8, 8, 32, 16.0, 16.0 * 2**24),
     (np.int32, 32, 8, 2.0**28, 16.0),
     (np.int32, 32, 16, 2.0**20, 2.0**10),
@@ -143,8 +145,20 @@ SCALES = [
     (2.0**12, 2.0**-2, 2.0**-9),  # big right shifts
     (96.0, 40.0, 17.0),  # non-power-of-two: the table path
     (1.0, 2.0**20, 2.0**-25),  # a shift outside the vector range
+    (1.0, 2.0, 256.0),  # e = 8 / 7: the largest left shifts of the int16 lanes
+    (1.0, 1.0, 512.0),  # e = 9: int32 lanes
 ]
-SHAPES = [((7, 33), (7, 33)), ((4, 1, 5), (3, 1)), ((2, 3, 17), (17,)), ((5,), ()), ((), (6, 2)), ((2, 3), (2, 1))]
+SHAPES = [
+    ((7, 33), (7, 33)),
+    ((4, 1, 5), (3, 1)),
+    ((2, 3, 17), (17,)),
+    ((5,), ()),
+    ((), (6, 2)),
+    ((2, 3), (2, 1)),
+    ((3, 100), ()),  # long rows against a broadcast scalar: the vector loops with one operand splatted
+    ((), (2, 99)),
+    ((5, 70), (5, 1)),
+]
 
 
 @pytest.mark.parametrize("op", ["add", "mul", "div"])

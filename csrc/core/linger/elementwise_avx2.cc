@@ -1,4 +1,6 @@
 // linger elementwise loops compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
+#include <immintrin.h>
+
 #include <cmath>
 #include <limits>
 

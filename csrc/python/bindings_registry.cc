@@ -8,6 +8,7 @@ void register_qonnx_elementwise(pybind11::module_& m);
 void register_gemm(pybind11::module_& m);
 void register_linger(pybind11::module_& m);
 void register_ngraph(pybind11::module_& m);
+void register_linger_rnn(pybind11::module_& m);
 
 void register_all(pybind11::module_& m) {
   register_qonnx_structural(m);
@@ -15,6 +16,7 @@ void register_all(pybind11::module_& m) {
   register_gemm(m);
   register_linger(m);
   register_ngraph(m);
+  register_linger_rnn(m);
 }
 
 }  // namespace ortquant::py_bindings

@@ -241,3 +241,58 @@ def ngraph_dequantize(
         np.ascontiguousarray(zero_point, dtype=qa.dtype),
         list(axes),
     )
+
+
+
+def _rnn_args(
+    scales: dict[str, float | int | None],
+) -> tuple[float, float, float, float, float | None, int, int]:
+    o_bits = scales.get("o_bits")
+    return (
+        float(scales["scale_i"]),  # type: ignore[arg-type]
+        float(scales["scale_h"]),  # type: ignore[arg-type]
+        float(scales["scale_iw"]),  # type: ignore[arg-type]
+        float(scales["scale_hw"]),  # type: ignore[arg-type]
+        float(scales["scale_o"]) if o_bits is not None else None,  # type: ignore[arg-type]
+        int(o_bits) if o_bits is not None else 8,
+        int(scales.get("data_bits") or 8),
+    )
+
+
+def lstm_int(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray | None,
+    b_hh: np.ndarray | None,
+    *,
+    lengths: np.ndarray | None = None,
+    h0: np.ndarray | None = None,
+    c0: np.ndarray | None = None,
+    batch_first: bool = False,
+    go_forward: bool = True,
+    **scales: float | int | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """linger LSTMInt: int8 x [T,B,D] ([B,T,D] with batch_first) -> (output, hidden [1,B,H], cell [1,B,H]).
+
+    ``scales``: scale_i, scale_h, scale_iw, scale_hw, and scale_o + o_bits for int8 output (float32 without);
+    optional data_bits. Same C++ core as the LSTMInt op.
+    """
+    return _C.lstm_int(x, w_ih, w_hh, b_ih, b_hh, lengths, h0, c0, batch_first, go_forward, *_rnn_args(scales))
+
+
+def gru_int(
+    x: np.ndarray,
+    w_ih: np.ndarray,
+    w_hh: np.ndarray,
+    b_ih: np.ndarray | None,
+    b_hh: np.ndarray | None,
+    *,
+    lengths: np.ndarray | None = None,
+    h0: np.ndarray | None = None,
+    batch_first: bool = False,
+    go_forward: bool = True,
+    **scales: float | int | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """linger GRUInt: like :func:`lstm_int` without the cell; returns (output, hidden [1,B,H])."""
+    return _C.gru_int(x, w_ih, w_hh, b_ih, b_hh, lengths, h0, None, batch_first, go_forward, *_rnn_args(scales))

@@ -1,0 +1,11 @@
+// LSTM/GRU step loops compiled for the scalar path (flags chosen by this file's name in CMakeLists.txt).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/linger/rnn_cell_kernels.h"
+
+namespace ortquant::linger::scalar {
+#include "core/linger/rnn_cell_impl.inc"
+}  // namespace ortquant::linger::scalar

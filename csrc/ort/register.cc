@@ -10,6 +10,7 @@
 
 #include "ort/kernels/linger/linger_matrix_ops.h"
 #include "ort/kernels/linger/linger_ops.h"
+#include "ort/kernels/linger/linger_rnn_ops.h"
 #include "ort/kernels/ngraph/ngraph_ops.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
 #include "ort/op.h"
@@ -95,6 +96,20 @@ const std::vector<Entry>& table() {
       {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_i32},
       {&kLingerDomains, "LogSoftmaxInt", &linger_logsoftmax_spec_f32},
       {&kLingerDomains, "LayerNormInt", &linger_layernorm_spec},
+      // linger recurrent ops (decisions 12, 13, 15, 16): one op per name with every input form; overloads by the
+      // dtype of output 0 (int8 with o_bits, float32 without).
+      {&kLingerDomains, "LSTMInt", &linger_lstm_spec},
+      {&kLingerDomains, "LSTMInt", &linger_lstm_spec_f32},
+      {&kLingerDomains, "LSTMInt_Is8_Is64", &linger_lstm_spec},
+      {&kLingerDomains, "LSTMInt_Is8_Is64", &linger_lstm_spec_f32},
+      {&kLingerDomains, "LSTMInt_Is8_Is64_If32_If32", &linger_lstm_spec},
+      {&kLingerDomains, "LSTMInt_Is8_Is64_If32_If32", &linger_lstm_spec_f32},
+      {&kLingerDomains, "GRUInt", &linger_gru_spec},
+      {&kLingerDomains, "GRUInt", &linger_gru_spec_f32},
+      {&kLingerDomains, "GRUInt_Is8_Is64", &linger_gru_spec},
+      {&kLingerDomains, "GRUInt_Is8_Is64", &linger_gru_spec_f32},
+      {&kLingerDomains, "GRUInt_Is8_Is64_If32", &linger_gru_spec},
+      {&kLingerDomains, "GRUInt_Is8_Is64_If32", &linger_gru_spec_f32},
       // linger matrix ops (issue 4): overloads by output type, the int8 one first.
       {&kLingerDomains, "LinearInt", &linear_int_spec},
       {&kLingerDomains, "LinearInt", &linear_int_spec_i16},

@@ -98,27 +98,167 @@ def reference_graph(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> lis
     for init in model.graph.initializer:
         env[init.name] = numpy_helper.to_array(init)
     for node in model.graph.node:
-        a = attrs_of(node)
-        ins = [env[n] if n else None for n in node.input]
-        if node.op_type == "Constant":
-            outs = [numpy_helper.to_array(a["value"])]
-        elif node.op_type == "Quant":
-            x = ins[0].astype(np.float32) * np.float32(a["scale_x"])
-            bits = int(a["data_bits"])
-            outs = [np.clip(np.floor(x + np.float32(0.5)), -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int8)]
-        elif node.op_type in RNN_OPS:
-            outs = reference_rnn(node.op_type, a, ins)
-        elif node.op_type == "iqCat":
-            so = float(a["scale_o"])
-            parts = [_luna(q, so / float(a[f"scale_x_{k}"])) for k, q in enumerate(ins)]
-            outs = [np.concatenate(parts, axis=int(a["dim"]))]
-        elif node.op_type == "Concat":
-            outs = [np.concatenate(ins, axis=int(a["axis"]))]
-        elif node.op_type == "Dequant":
-            x = ins[0]
-            outs = [x if x.dtype == np.float32 else (x.astype(np.float32) / np.float32(a["scale_o"]))]
-        else:
-            raise NotImplementedError(node.op_type)
+        outs = _eval_node(node, [env[n] if n else None for n in node.input])
         for name, v in zip(node.output, outs, strict=True):
             env[name] = v
     return [env[o.name] for o in model.graph.output]
+
+
+# ---- random cases --------------------------------------------------------------------------------------------
+
+POW2_SCALES = {"scale_i": 64.0, "scale_h": 128.0, "scale_iw": 128.0, "scale_hw": 64.0}
+
+
+def random_case(
+    rng: np.random.Generator,
+    *,
+    lstm: bool,
+    t_len: int,
+    batch: int,
+    d: int,
+    h: int,
+    batch_first: bool = False,
+    lengths: list[int] | None = None,
+    state: bool = False,
+    bias: bool = True,
+    o_bits: int | None = 8,
+    scale_o: float = 128.0,
+    scales: dict[str, float] | None = None,
+    bias_range: int = 20000,
+) -> dict[str, Any]:
+    """Random int8 data/weights and int32 biases for one LSTMInt/GRUInt node; keys as split_rnn_inputs gives."""
+    g = (4 if lstm else 3) * h
+    c: dict[str, Any] = {
+        "x": rng.integers(-128, 128, (batch, t_len, d) if batch_first else (t_len, batch, d)).astype(np.int8),
+        "w_ih": rng.integers(-128, 128, (g, d)).astype(np.int8),
+        "w_hh": rng.integers(-128, 128, (g, h)).astype(np.int8),
+        "b_ih": rng.integers(-bias_range, bias_range, g).astype(np.int32) if bias else None,
+        "b_hh": rng.integers(-bias_range, bias_range, g).astype(np.int32) if bias else None,
+        "lengths": None if lengths is None else np.asarray(lengths, np.int64),
+        "h0": rng.standard_normal((1, batch, h)).astype(np.float32) if state else None,
+        "c0": (rng.standard_normal((1, batch, h)) * 4).astype(np.float32) if (state and lstm) else None,
+    }
+    attrs: dict[str, Any] = {
+        "hidden_size": h,
+        "input_size": d,
+        "num_layers": 1,
+        "batch_first": int(batch_first),
+        "dropout": 0.0,
+        "go_forward": 1,
+        "data_bits": 8,
+        "parameter_bits": 8,
+        "platform_quant": "luna_quant",
+    }
+    attrs.update(scales or POW2_SCALES)
+    if o_bits is not None:
+        attrs["o_bits"] = o_bits
+        attrs["scale_o"] = scale_o
+    c["attrs"] = attrs
+    c["lstm"] = lstm
+    return c
+
+
+def case_inputs(c: dict[str, Any]) -> list[np.ndarray]:
+    """The node's input list in the form the case asks for: x, (lengths), (h0, (c0)), W_ih, W_hh, (B_ih, B_hh)."""
+    ins = [c["x"]]
+    if c["lengths"] is not None:
+        ins.append(c["lengths"])
+    if c["h0"] is not None:
+        ins.append(c["h0"])
+        if c["lstm"]:
+            ins.append(c["c0"])
+    ins += [c["w_ih"], c["w_hh"]]
+    if c["b_ih"] is not None:
+        ins += [c["b_ih"], c["b_hh"]]
+    return ins
+
+
+def case_reference(c: dict[str, Any], go_forward: bool = True) -> list[np.ndarray]:
+    """Reference outputs of a random case (go_forward overrides the attribute)."""
+    attrs = dict(c["attrs"], go_forward=int(go_forward))
+    return reference_rnn("LSTMInt" if c["lstm"] else "GRUInt", attrs, case_inputs(c))
+
+
+def case_model(
+    c: dict[str, Any], op_type: str, domain: str = "thinker", const_weights: bool = True, go_forward: bool = True
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A one-node model of the case (weights/biases initializers when const_weights, everything else inputs)."""
+    from conftest import make_node_model
+
+    ins = case_inputs(c)
+    const = [const_weights and a.dtype in (np.int8, np.int32) and k > 0 for k, a in enumerate(ins)]
+    attrs = dict(c["attrs"], go_forward=int(go_forward))
+    out0 = onnx.TensorProto.INT8 if "o_bits" in attrs else onnx.TensorProto.FLOAT
+    n_out = 3 if c["lstm"] else 2
+    return make_node_model(
+        op_type,
+        domain,
+        ins,
+        const=const,
+        attrs=attrs,
+        n_outputs=n_out,
+        output_dtypes=[out0] + [onnx.TensorProto.FLOAT] * (n_out - 1),
+    )
+
+
+def rnn_nodes_of_case(name: str) -> list[tuple[onnx.ModelProto, dict[str, np.ndarray], list[np.ndarray]]]:
+    """Each LSTM/GRU node of a conformance case as a one-node model fed the values its inputs have in the case.
+
+    The node keeps its op_type, domain, attributes and initializers; the expected outputs are the reference's
+    (which test_reference_matches_linger checks against linger's own outputs of the whole graph).
+    """
+    from conftest import IR_VERSION
+
+    model, feeds, _ = load_case(name)
+    env: dict[str, np.ndarray] = dict(feeds)
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    env.update(inits)
+    constants = {o for node in model.graph.node if node.op_type == "Constant" for o in node.output}
+    result = []
+    for node in model.graph.node:
+        ins = [env[n] if n else None for n in node.input]
+        outs = _eval_node(node, ins)
+        if node.op_type in RNN_OPS:
+            graph_inputs, node_inits, node_feeds = [], [], {}
+            for n, v in zip(node.input, ins, strict=True):
+                if n in inits or n in constants:
+                    node_inits.append(numpy_helper.from_array(v, n))
+                else:
+                    graph_inputs.append(
+                        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                    )
+                    node_feeds[n] = v
+            graph_outputs = [
+                helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                for o, v in zip(node.output, outs, strict=True)
+            ]
+            g = helper.make_graph([node], "g", graph_inputs, graph_outputs, initializer=node_inits)
+            m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(node.domain, 1)])
+            m.ir_version = IR_VERSION
+            result.append((m, node_feeds, outs))
+        for n, v in zip(node.output, outs, strict=True):
+            env[n] = v
+    return result
+
+
+def _eval_node(node: onnx.NodeProto, ins: list[np.ndarray | None]) -> list[np.ndarray]:
+    a = attrs_of(node)
+    if node.op_type == "Constant":
+        return [numpy_helper.to_array(a["value"])]
+    if node.op_type == "Quant":
+        x = ins[0].astype(np.float32) * np.float32(a["scale_x"])
+        bits = int(a["data_bits"])
+        return [np.clip(np.floor(x + np.float32(0.5)), -(1 << (bits - 1)), (1 << (bits - 1)) - 1).astype(np.int8)]
+    if node.op_type in RNN_OPS:
+        return reference_rnn(node.op_type, a, ins)
+    if node.op_type == "iqCat":
+        so = float(a["scale_o"])
+        return [
+            np.concatenate([_luna(q, so / float(a[f"scale_x_{k}"])) for k, q in enumerate(ins)], axis=int(a["dim"]))
+        ]
+    if node.op_type == "Concat":
+        return [np.concatenate(ins, axis=int(a["axis"]))]
+    if node.op_type == "Dequant":
+        x = ins[0]
+        return [x if x.dtype == np.float32 else (x.astype(np.float32) / np.float32(a["scale_o"]))]
+    raise NotImplementedError(node.op_type)

@@ -4,24 +4,28 @@
 #include <cstddef>
 
 namespace ortquant::luna {
-namespace {
 
 // The segment constants (linger.md; read from lingerext's .rodata, equal to thinker's libluna).
-constexpr int32_t kSigBands[17] = {0,    971,  1699, 2347,  2974,  3614,  4291,  5026, 5861,
+const int32_t kSigBands[17] = {0,    971,  1699, 2347,  2974,  3614,  4291,  5026, 5861,
                                    6831, 7864, 8987, 10375, 11594, 13168, 14730, 32768};
-constexpr int32_t kSigSlopes[16] = {32316, 29471, 25891, 22068, 18225, 29057, 22206, 16113,
+const int32_t kSigSlopes[16] = {32316, 29471, 25891, 22068, 18225, 29057, 22206, 16113,
                                     10881, 27353, 16611, 9242,  4618,  20670, 8610,  693};
-constexpr int32_t kSigBiasPos[16] = {16384, 16721, 17464, 18559, 19954, 21585, 23380, 25249,
+const int32_t kSigBiasPos[16] = {16384, 16721, 17464, 18559, 19954, 21585, 23380, 25249,
                                      27121, 28807, 30096, 31107, 31839, 32199, 32502, 32724};
-constexpr int32_t kSigBiasNeg[16] = {16384, 16047, 15304, 14209, 12814, 11183, 9388, 7519,
+const int32_t kSigBiasNeg[16] = {16384, 16047, 15304, 14209, 12814, 11183, 9388, 7519,
                                      5647,  3961,  2672,  1661,  929,   569,   266,  44};
 
-constexpr int32_t kTanhBands[17] = {0,    512,  888,  1226, 1558, 1899, 2264, 2670, 3146,
+const int32_t kTanhBands[17] = {0,    512,  888,  1226, 1558, 1899, 2264, 2670, 3146,
                                     3734, 4297, 4761, 5466, 6151, 7193, 8093, 32768};
-constexpr int32_t kTanhSlopes[16] = {32266, 29154, 25374, 21309, 17272, 26886, 19904, 13765,
+const int32_t kTanhSlopes[16] = {32266, 29154, 25374, 21309, 17272, 26886, 19904, 13765,
                                      8599,  19497, 12047, 7324,  3373,  26820, 5531,  337};
-constexpr int32_t kTanhBias[16] = {0,     778,   2417,  4851,  7922,  11474, 15334, 19335,
+const int32_t kTanhBias[16] = {0,     778,   2417,  4851,  7922,  11474, 15334, 19335,
                                    23303, 26699, 28653, 30026, 31344, 31981, 32565, 32725};
+// Right shift of segment j (1-based): kSigShifts[j - 1], kTanhShifts[j - 1].
+const int32_t kSigShifts[16] = {13, 13, 13, 13, 13, 14, 14, 14, 14, 16, 16, 16, 16, 19, 19, 19};
+const int32_t kTanhShifts[16] = {11, 11, 11, 11, 11, 12, 12, 12, 12, 14, 14, 14, 14, 18, 18, 18};
+
+namespace {
 
 // Segment index j in 1..16 with a <= bands[j] (first such j), or 0 when a is beyond the last band.
 int segment(const int32_t* bands, int64_t a) {
@@ -55,7 +59,7 @@ int32_t sigmoid_q11_formula(int64_t v) {
   const int64_t a = v < 0 ? -v : v;
   const int j = segment(kSigBands, a);
   if (j == 0) return 0;
-  const int sh = j <= 5 ? 13 : (j <= 9 ? 14 : (j <= 13 ? 16 : 19));
+  const int sh = kSigShifts[j - 1];
   const int64_t q15 = floor_shift(int64_t(kSigSlopes[j - 1]) * v, sh) + (v < 0 ? kSigBiasNeg[j - 1] : kSigBiasPos[j - 1]);
   return q15_to_q7(q15);
 }
@@ -64,7 +68,7 @@ int32_t tanh_q11_formula(int64_t v) {
   const int64_t a = v < 0 ? (v == -32768 ? 32767 : -v) : v;
   const int j = segment(kTanhBands, a);
   if (j == 0) return 0;
-  const int sh = j <= 5 ? 11 : (j <= 9 ? 12 : (j <= 13 ? 14 : 18));
+  const int sh = kTanhShifts[j - 1];
   const int64_t s = kTanhSlopes[j - 1];
   const int64_t q15 = v >= 0 ? floor_shift(s * a, sh) + kTanhBias[j - 1] : floor_shift(-s * a, sh) - kTanhBias[j - 1];
   return q15_to_q7(q15);

@@ -16,6 +16,12 @@ namespace ortquant::luna {
 int32_t sigmoid_q11_formula(int64_t v);
 int32_t tanh_q11_formula(int64_t v);
 
+// The segment constants of both definitions (bands[17], per-segment slopes, biases and right shifts [16]), for
+// code that evaluates the same formulas with SIMD instead of the tables (the LSTM/GRU cell, whose tests check
+// it against the tables on all 65,536 inputs).
+extern const int32_t kSigBands[17], kSigSlopes[16], kSigBiasPos[16], kSigBiasNeg[16], kSigShifts[16];
+extern const int32_t kTanhBands[17], kTanhSlopes[16], kTanhBias[16], kTanhShifts[16];
+
 // Full tables: table[v + 32768] for v in [-32768, 32767]. sigmoid values are additionally clamped to [0, 127]
 // (what iqSigmoid, LSTMInt and GRUInt apply; the formula never goes below 0 anyway), tanh values are in
 // [-128, 127]. Built on first call, never freed.

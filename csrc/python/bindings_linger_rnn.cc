@@ -12,7 +12,9 @@
 
 #include "core/error.h"
 #include "core/linger/gru.h"
+#include "core/isa.h"
 #include "core/linger/lstm.h"
+#include "core/linger/rnn_cell_kernels.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -91,9 +93,19 @@ py::tuple run(bool lstm, const I8& x, const I8& w_ih, const I8& w_hh, const std:
   return py::make_tuple(y, hidden);
 }
 
+py::tuple activations(const I32& v) {
+  py::array_t<int32_t> sig(v.size()), tanh(v.size());
+  const auto fn = select_isa(&linger::scalar::gate_activations, &linger::avx2::gate_activations,
+                             &linger::avx512::gate_activations);
+  fn(v.data(), v.size(), linger::gate_tables(), sig.mutable_data(), tanh.mutable_data());
+  return py::make_tuple(sig, tanh);
+}
+
 }  // namespace
 
 void register_linger_rnn(py::module_& m) {
+  m.def("linger_rnn_activations", &activations, py::arg("v"),
+        "The LSTM/GRU gate sigmoid and tanh of the active CPU path on int32 Q11 values (saturated to int16).");
   auto bind = [&](const char* name, bool lstm, const char* doc) {
     m.def(
         name,

@@ -265,3 +265,15 @@ def test_wrong_input_count(rng) -> None:
                                    attrs=c["attrs"], n_outputs=3, output_dtypes=[3, 1, 1])  # fmt: skip
     msg = _error(model, feeds)
     assert "lstmint_node" in msg and "inputs" in msg, msg
+
+
+def test_gate_activations_every_path_every_input(isa) -> None:
+    """The cell's sigmoid/tanh (SIMD formula or table gathers, per path) equal the tables on all int16 inputs,
+    and saturate beyond them (decision 12)."""
+    from ortquant import _C
+
+    v = np.concatenate([np.arange(-32768, 32768), [-(2**31), -40000, 32768, 99999, 2**31 - 1]]).astype(np.int32)
+    sig, tanh = _C.linger_rnn_activations(v)
+    idx = np.clip(v, -32768, 32767).astype(np.int64) + 32768
+    np.testing.assert_array_equal(sig, np.clip(ref.sigmoid_table()[idx], 0, 127))
+    np.testing.assert_array_equal(tanh, ref.tanh_table()[idx])

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/linger/rnn_cell_kernels.h"
+#include "core/lut.h"
 
 namespace ortquant::linger::avx512 {
 #include "core/linger/rnn_cell_impl.inc"

@@ -35,5 +35,8 @@ ORTQUANT_DECLARE_ISA_FN(void, gru_cell_row,
 ORTQUANT_DECLARE_ISA_FN(void, rnn_emit_row,
                         (const RnnPlan& p, const int32_t* h14, int64_t h, void* y, int8_t* qh, int32_t* h7,
                          int32_t* last))
+// The gate activations of this path on int32 inputs saturated to int16 (for tests: every path against the tables).
+ORTQUANT_DECLARE_ISA_FN(void, gate_activations,
+                        (const int32_t* v, int64_t n, const GateTables& t, int32_t* sig, int32_t* tanh))
 
 }  // namespace ortquant::linger

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/linger/rnn_cell_kernels.h"
+#include "core/lut.h"
 
 namespace ortquant::linger::scalar {
 #include "core/linger/rnn_cell_impl.inc"

@@ -277,3 +277,23 @@ def test_gate_activations_every_path_every_input(isa) -> None:
     idx = np.clip(v, -32768, 32767).astype(np.int64) + 32768
     np.testing.assert_array_equal(sig, np.clip(ref.sigmoid_table()[idx], 0, 127))
     np.testing.assert_array_equal(tanh, ref.tanh_table()[idx])
+
+
+@pytest.mark.parametrize("lengths", [None, [3, 4]])
+@pytest.mark.parametrize("o_bits", [8, None])
+def test_schema_check_and_shape_inference(rng, lengths, o_bits) -> None:
+    """onnx.checker (full check) accepts LSTMInt models and shape inference types the outputs like the kernel."""
+    c = u.random_case(rng, lstm=True, t_len=4, batch=2, d=3, h=5, batch_first=True, lengths=lengths, o_bits=o_bits)
+    model, _ = u.case_model(c, "LSTMInt")
+    g = model.graph
+    for o in g.output:  # make the node's outputs intermediate values, typed only by inference
+        g.node.append(onnx.helper.make_node("Identity", [o.name], [o.name + "_y"]))
+        o.name = o.name + "_y"
+        o.type.tensor_type.shape.CopyFrom(onnx.helper.make_tensor_type_proto(1, [None] * 3).tensor_type.shape)
+    onnx.checker.check_model(model, full_check=True)
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    outs = {o.name: o.type.tensor_type for o in inferred.graph.value_info}
+    assert outs["out0"].elem_type == (onnx.TensorProto.INT8 if o_bits else onnx.TensorProto.FLOAT)
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in outs["out0"].shape.dim]
+    assert dims == [2, None if lengths else 4, 5]
+    assert [d.dim_value for d in outs["out2"].shape.dim] == [1, 2, 5]

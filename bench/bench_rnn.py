@@ -71,16 +71,22 @@ def float_model(lstm: bool, t: int, b: int, h: int, d: int, rng: np.random.Gener
     return m
 
 
-def latency_ms(sess, feeds: dict[str, np.ndarray], repeat: int) -> float:
-    """Median wall time of one run in milliseconds (after warm-up)."""
+def paired_latency_ms(a, feeds_a: dict, b, feeds_b: dict, repeat: int) -> tuple[float, float]:
+    """Median wall time (ms) of one run of session a and of session b, measured alternately so that both see the
+    same machine load (after warm-up)."""
     for _ in range(5):
-        sess.run(None, feeds)
-    times = []
+        a.run(None, feeds_a)
+        b.run(None, feeds_b)
+    ta, tb = [], []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        sess.run(None, feeds)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+        a.run(None, feeds_a)
+        t1 = time.perf_counter()
+        b.run(None, feeds_b)
+        t2 = time.perf_counter()
+        ta.append(t1 - t0)
+        tb.append(t2 - t1)
+    return statistics.median(ta) * 1e3, statistics.median(tb) * 1e3
 
 
 def session(model: onnx.ModelProto, threads: int, with_ortquant: bool):
@@ -102,7 +108,10 @@ def main() -> None:
     ap.add_argument("--t", type=int, default=100)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
-    print(f"T={args.t}, D=H, median of {args.repeat} runs; ratio = onnxruntime float / ortquant int8 (> 1: faster)")
+    print(
+        f"T={args.t}, D=H, median of {args.repeat} alternating runs; "
+        "ratio = onnxruntime float / ortquant int8 (> 1: ortquant faster)"
+    )
     print()
     print("| op | B | H | threads | ortquant int8 (ms) | onnxruntime float (ms) | ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -113,8 +122,9 @@ def main() -> None:
                 xf = rng.standard_normal((args.t, b, h)).astype(np.float32)
                 mi, mf = int_model(lstm, args.t, b, h, h, rng), float_model(lstm, args.t, b, h, h, rng)
                 for threads in args.threads:
-                    ti = latency_ms(session(mi, threads, True), {"x": x8}, args.repeat)
-                    tf = latency_ms(session(mf, threads, False), {"x": xf}, args.repeat)
+                    ti, tf = paired_latency_ms(
+                        session(mi, threads, True), {"x": x8}, session(mf, threads, False), {"x": xf}, args.repeat
+                    )
                     name = "LSTMInt vs LSTM" if lstm else "GRUInt vs GRU"
                     print(f"| {name} | {b} | {h} | {threads} | {ti:.3f} | {tf:.3f} | {tf / ti:.2f}x |", flush=True)
 

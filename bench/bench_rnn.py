@@ -1,6 +1,6 @@
 """LSTMInt / GRUInt latency against onnxruntime's float LSTM / GRU on the same shapes, in the same run.
 
-Usage: PYTHONPATH=python python bench/bench_rnn.py [--threads 1 2] [--repeat 50]
+Usage: PYTHONPATH=python python bench/bench_rnn.py [--threads 1 2] [--repeat 50] [--quick]
 Prints a markdown table (the figures of BENCHMARKS.md, section "linger LSTMInt / GRUInt").
 """
 
@@ -106,7 +106,10 @@ def main() -> None:
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--repeat", type=int, default=50)
     ap.add_argument("--t", type=int, default=100)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 5 samples")
     args = ap.parse_args()
+    if args.quick:
+        args.repeat = 5
     rng = np.random.default_rng(0)
     print(
         f"T={args.t}, D=H, median of {args.repeat} alternating runs; "

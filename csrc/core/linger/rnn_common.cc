@@ -6,6 +6,8 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/gemm/gemm.h"
+#include "core/gemm/kernels.h"
 #include "core/linger/rnn_cell_kernels.h"
 #include "core/lut.h"
 
@@ -81,25 +83,61 @@ int32_t Requant32::apply(int32_t v) const {
   return sat_i32(std::floor(static_cast<double>(v) * ratio + 0.5));
 }
 
-RnnMatrix::RnnMatrix(const int8_t* w, int64_t n, int64_t k) : n_(n), k_(k), w_(w, w + n * k) {}
+RnnMatrix::RnnMatrix(const int8_t* w, int64_t n, int64_t k)
+    : w_(gemm::pack_weights(w, n, k, k, gemm::PackedWeights::Layout::kPanels)) {}
+
+namespace {
+
+gemm::Epilogue q11_epilogue(const int32_t* bias, double ratio) {
+  gemm::Epilogue ep;
+  ep.kind = gemm::OutKind::kInt32;
+  ep.ratio = ratio;
+  ep.lo = -2147483648.0;
+  ep.hi = 2147483647.0;
+  ep.bias = bias;
+  return ep;
+}
+
+gemm::TileFn row_tile_fn() {
+  switch (gemm::resolve_kernel(gemm::Kernel::kAuto)) {
+    case gemm::Kernel::kAvx512Vnni: return &gemm::avx512vnni::tile_rows;
+    case gemm::Kernel::kAvxVnni: return &gemm::avxvnni::tile_rows;
+    case gemm::Kernel::kAvx2: return &gemm::avx2::tile_rows;
+    default: return &gemm::scalar::tile_rows;
+  }
+}
+
+}  // namespace
 
 void RnnMatrix::project(const int8_t* a, int64_t m, int64_t lda, const int32_t* bias, double ratio, int32_t* out,
                         int64_t ldc, const RnnParallel& par) const {
-  const int64_t grain = std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, n_ * k_));
-  const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(64, m / grain));
-  par(static_cast<size_t>(tasks), [&](size_t task) {
-    const int64_t m0 = m * int64_t(task) / tasks, m1 = m * int64_t(task + 1) / tasks;
-    for (int64_t r = m0; r < m1; ++r) {
-      const int8_t* ar = a + r * lda;
-      for (int64_t j = 0; j < n_; ++j) {
-        const int8_t* wj = w_.data() + j * k_;
-        int32_t dot = 0;
-        for (int64_t kk = 0; kk < k_; ++kk) dot += int32_t(ar[kk]) * int32_t(wj[kk]);
-        const double v = static_cast<double>(dot) + (bias ? static_cast<double>(bias[j]) : 0.0);
-        out[r * ldc + j] = sat_i32(std::floor(v * ratio + 0.5));
-      }
-    }
-  });
+  gemm::gemm_rows(a, m, lda, w_, q11_epilogue(bias, ratio), out, ldc, par);
+}
+
+void RnnMatrix::pack_tile(const int8_t* a, int64_t m, int64_t lda, uint8_t* tile) const {
+  gemm::pack_rows_tile(a, m, lda, w_.k, 0, tile);
+}
+
+void RnnMatrix::project_tile(const uint8_t* tile, int64_t m, const int32_t* bias, double ratio, int32_t* out,
+                             int64_t ldc) const {
+  const gemm::Epilogue ep = q11_epilogue(bias, ratio);
+  const gemm::TileFn fn = row_tile_fn();
+  gemm::TileArgs t;
+  t.a = tile;
+  t.kgroups = w_.kgroups;
+  t.mr = static_cast<int>(m);
+  t.ep = &ep;
+  t.ldc = ldc;
+  const int64_t kg = w_.kgroups;
+  for (int64_t p = 0; p < w_.blocks(); ++p) {
+    const int64_t j0 = p * gemm::kPanel;
+    t.b = w_.data.data() + p * kg * gemm::kPanel * 4;
+    t.nr = static_cast<int>(std::min<int64_t>(gemm::kPanel, w_.n - j0));
+    t.corr = w_.corr.data() + j0;
+    t.bias = bias ? bias + j0 : nullptr;
+    t.out = out + j0;
+    fn(t);
+  }
 }
 
 const GateTables& gate_tables() {

@@ -13,6 +13,8 @@
 #include <memory>
 #include <vector>
 
+#include "core/gemm/pack.h"
+
 namespace ortquant::linger {
 
 // Runs fn(task) for task in [0, n), possibly concurrently (the ORT adapter maps it onto the intra-op pool).
@@ -55,21 +57,29 @@ inline int32_t add_sat32(int32_t a, int32_t b) {
   return s > INT32_MAX ? INT32_MAX : (s < INT32_MIN ? INT32_MIN : static_cast<int32_t>(s));
 }
 
-// A weight matrix W[n][k] (int8, row j = output j) packed once, and the projection
-//   out[m][j] = sat_int32(floor((sum_k a[m][k] * W[j][k] + bias[j]) * ratio + 1/2)).
+// A weight matrix W[n][k] (int8, row j = output j) packed once for the int8 GEMM engine (core/gemm), and the
+// projection   out[m][j] = sat_int32(floor((sum_k a[m][k] * W[j][k] + bias[j]) * ratio + 1/2)).
 class RnnMatrix {
  public:
+  // Rows of one activation tile of the engine (the per-step projection takes up to this many rows at once).
+  static constexpr int64_t kTileRows = gemm::kMR;
+
   RnnMatrix() = default;
   RnnMatrix(const int8_t* w, int64_t n, int64_t k);
-  int64_t n() const { return n_; }
-  int64_t k() const { return k_; }
-  // bias may be null; rows of a have stride lda, rows of out stride ldc.
+  int64_t n() const { return w_.n; }
+  int64_t k() const { return w_.k; }
+  // Any number of rows (the input projection of all time steps); bias may be null; threads through par.
   void project(const int8_t* a, int64_t m, int64_t lda, const int32_t* bias, double ratio, int32_t* out, int64_t ldc,
                const RnnParallel& par) const;
+  // The per-step path without allocation: pack up to kTileRows rows into `tile` (tile_bytes() bytes, caller
+  // owned), then project them on the calling thread.
+  size_t tile_bytes() const { return static_cast<size_t>(w_.kgroups * kTileRows * 4); }
+  void pack_tile(const int8_t* a, int64_t m, int64_t lda, uint8_t* tile) const;
+  void project_tile(const uint8_t* tile, int64_t m, const int32_t* bias, double ratio, int32_t* out,
+                    int64_t ldc) const;
 
  private:
-  int64_t n_ = 0, k_ = 0;
-  std::vector<int8_t> w_;
+  gemm::PackedWeights w_;
 };
 
 // What the recurrence computes, derived once from the attributes.

@@ -13,7 +13,7 @@ namespace ortquant::linger {
 namespace {
 
 // Batch rows per recurrence task: one register tile of the GEMM engine, so a step reads W_hh once per group.
-constexpr int64_t kRowsPerGroup = 6;
+constexpr int64_t kRowsPerGroup = RnnMatrix::kTileRows;
 
 // linger's float -> int: floor(float32(float32(v * scale) + 0.5)), saturated to [lo, hi] (v not NaN).
 int32_t quant_float(float v, float scale, float lo, float hi) {
@@ -62,6 +62,7 @@ void run_rnn(const RnnPlan& p, const RnnWeights& w, const RnnIo& io, const RnnPa
   par(static_cast<size_t>(groups), [&](size_t task) {
     const int64_t b0 = batch * int64_t(task) / groups, b1 = batch * int64_t(task + 1) / groups, rows = b1 - b0;
     std::vector<int8_t> qh(static_cast<size_t>(rows * h), 0);
+    std::vector<uint8_t> tile(w.w_hh.tile_bytes());
     std::vector<int32_t> gh(static_cast<size_t>(rows * g));
     std::vector<int32_t> state(static_cast<size_t>(rows * h), 0);  // LSTM: c7; GRU: h7
     std::vector<int32_t> c14(lstm ? static_cast<size_t>(rows * h) : 0, 0);
@@ -81,7 +82,8 @@ void run_rnn(const RnnPlan& p, const RnnWeights& w, const RnnIo& io, const RnnPa
       }
     }
     for (int64_t s = 0; s < steps; ++s) {
-      w.w_hh.project(qh.data(), rows, h, w.b_hh.data(), p.ratio_h, gh.data(), g, &rnn_run_inline);
+      w.w_hh.pack_tile(qh.data(), rows, h, tile.data());
+      w.w_hh.project_tile(tile.data(), rows, w.b_hh.data(), p.ratio_h, gh.data(), g);
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t b = b0 + r, n = length(b);
         if (s >= n) continue;

@@ -243,7 +243,6 @@ def ngraph_dequantize(
     )
 
 
-
 def _rnn_args(
     scales: dict[str, float | int | None],
 ) -> tuple[float, float, float, float, float | None, int, int]:

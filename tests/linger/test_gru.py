@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import rnn_util as u
 
+import ortquant
 from conftest import ORT_ERRORS, assert_bitexact, run_model
 from ortquant import kernels
 
@@ -121,6 +122,17 @@ def test_conformance_node_through_onnxruntime(case: str) -> None:
     for model, feeds, want in u.rnn_nodes_of_case(case):
         for got, w in zip(run_model(model, feeds), want, strict=True):
             assert_bitexact(got, w)
+
+
+@pytest.mark.parametrize("case", u.GRU_CASES)
+def test_conformance_through_inference_session(case: str) -> None:
+    """The whole exported linger graph (Quant, the recurrent node(s), iqCat/Concat for bidirectional models,
+    Dequant, float Dequant(1.0) after float outputs) through ortquant.InferenceSession: linger's outputs and hidden
+    exactly (max abs diff 0)."""
+    model, feeds, expected = u.load_case(case)
+    got = ortquant.InferenceSession(model).run(None, feeds)
+    for g, e in zip(got, expected, strict=True):
+        assert_bitexact(g, e)
 
 
 # ---- bad input -----------------------------------------------------------------------------------------------

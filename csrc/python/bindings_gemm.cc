@@ -29,7 +29,8 @@ gemm::Kernel kernel_of(const std::string& name) {
   return gemm::resolve_kernel(k);
 }
 
-// Test/benchmark helper only (the ORT library never starts threads): tasks spread over `threads` std::threads.
+// Test helper only (the ORT library never starts threads): the tasks of one call spread over `threads`
+// std::threads started for that call.
 gemm::Parallel parallel_of(int threads) {
   if (threads <= 1) return &gemm::run_inline;
   return [threads](size_t n, const gemm::TaskFn& fn) {

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstring>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "core/conv/depthwise_kernels.h"
 #include "core/error.h"
 
@@ -10,7 +14,6 @@ namespace ortquant::conv {
 
 using gemm::Epilogue;
 using gemm::Kernel;
-using gemm::PackedCols;
 using gemm::PackedWeights;
 using gemm::Parallel;
 
@@ -60,26 +63,95 @@ size_t tasks_for(int64_t n, int64_t work_each) {
 
 }  // namespace
 
-void depthwise(const DepthwiseArgs& d, int64_t p0, int64_t p1, int32_t* acc, Kernel kernel) {
+void depthwise(const DepthwiseArgs& d, int64_t p0, int64_t p1, int8_t* phases, int32_t* acc, Kernel kernel) {
   switch (gemm::resolve_kernel(kernel)) {
-    case Kernel::kAvx512Vnni: avx512::depthwise_planes(d, p0, p1, acc); break;
+    case Kernel::kAvx512Vnni: avx512::depthwise_planes(d, p0, p1, phases, acc); break;
     case Kernel::kAvxVnni:
-    case Kernel::kAvx2: avx2::depthwise_planes(d, p0, p1, acc); break;
-    default: scalar::depthwise_planes(d, p0, p1, acc); break;
+    case Kernel::kAvx2: avx2::depthwise_planes(d, p0, p1, phases, acc); break;
+    default: scalar::depthwise_planes(d, p0, p1, phases, acc); break;
   }
 }
 
-void valid_columns(const ConvAttrs& a, int64_t w, int64_t ow, std::vector<int64_t>* lo, std::vector<int64_t>* hi) {
-  lo->assign(static_cast<size_t>(a.kw), 0);
-  hi->assign(static_cast<size_t>(a.kw), 0);
-  for (int64_t j = 0; j < a.kw; ++j) {
-    const int64_t off = j * a.dw - a.pl;
-    int64_t l = off >= 0 ? 0 : (-off + a.sw - 1) / a.sw;
-    int64_t e = (w - 1 - off) >= 0 ? (w - 1 - off) / a.sw + 1 : 0;
-    l = std::min(l, ow);
-    e = std::min(e, ow);
-    (*lo)[static_cast<size_t>(j)] = l;
-    (*hi)[static_cast<size_t>(j)] = std::max(l, e);
+// ---- phase planes ----------------------------------------------------------------------------------------
+
+PhaseGrid phase_grid(int64_t h, int64_t w, const ConvAttrs& a, int64_t oh, int64_t ow) {
+  PhaseGrid g;
+  g.sh = a.sh;
+  g.sw = a.sw;
+  g.rows = (h + a.pt + a.pb + a.sh - 1) / a.sh;
+  g.cols = (w + a.pl + a.pr + a.sw - 1) / a.sw;
+  g.oh = oh;
+  g.ow = ow;
+  // A tap run of the last grid row may pass the plane's end by up to (kw-1)*dw/sw bytes (discarded columns).
+  g.plane = g.rows * g.cols + (a.kw - 1) * a.dw / a.sw + 1;
+  return g;
+}
+
+namespace {
+
+// dst[x] = src[x * 2] and dst2[x] = src[x * 2 + 1] for x < n (the two column phases of stride 2).
+void deinterleave2(const int8_t* src, int64_t n, int8_t* even, int8_t* odd) {
+  int64_t x = 0;
+#if defined(__SSE2__)
+  const __m128i lo = _mm_set1_epi16(0x00FF);
+  for (; x + 16 <= n; x += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * x));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * x + 16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(even + x),
+                     _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + x), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  }
+#endif
+  for (; x < n; ++x) {
+    even[x] = src[2 * x];
+    odd[x] = src[2 * x + 1];
+  }
+}
+
+}  // namespace
+
+void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const ConvAttrs& a, const PhaseGrid& g,
+                  int8_t* dst) {
+  const int64_t sh = g.sh, sw = g.sw, cols = g.cols, rows = g.rows, plane = g.plane;
+  const int64_t pw = cols * sw;  // padded row length rounded up to whole phases
+  // One zero-padded input row, then split into the sw column phases.
+  int8_t stack_row[1024];
+  std::vector<int8_t> heap_row(pw > 1024 ? static_cast<size_t>(pw) : 0);
+  int8_t* padded = pw > 1024 ? heap_row.data() : stack_row;
+  const int64_t right = std::max<int64_t>(0, pw - a.pl - w);
+  const int64_t copy = std::min(w, pw - a.pl);
+  for (int64_t c = 0; c < channels; ++c) {
+    const int8_t* plane_in = x + c * h * w;
+    int8_t* cdst = dst + c * sh * sw * plane;
+    for (int64_t y = 0; y < rows * sh; ++y) {
+      const int64_t r = y % sh, yy = y / sh;
+      const int64_t iy = y - a.pt;
+      int8_t* row0 = cdst + (r * sw) * plane + yy * cols;  // phase (r, 0); phase q is q * plane further
+      if (iy < 0 || iy >= h) {
+        for (int64_t q = 0; q < sw; ++q) std::memset(row0 + q * plane, 0, static_cast<size_t>(cols));
+        continue;
+      }
+      const int8_t* src = plane_in + iy * w;
+      if (sw == 1) {
+        std::memset(row0, 0, static_cast<size_t>(a.pl));
+        std::memcpy(row0 + a.pl, src, static_cast<size_t>(copy));
+        if (right) std::memset(row0 + a.pl + copy, 0, static_cast<size_t>(right));
+        continue;
+      }
+      std::memset(padded, 0, static_cast<size_t>(a.pl));
+      std::memcpy(padded + a.pl, src, static_cast<size_t>(copy));
+      if (right) std::memset(padded + a.pl + copy, 0, static_cast<size_t>(right));
+      if (sw == 2) {
+        deinterleave2(padded, cols, row0, row0 + plane);
+      } else {
+        for (int64_t q = 0; q < sw; ++q) {
+          int8_t* out = row0 + q * plane;
+          for (int64_t xx = 0; xx < cols; ++xx) out[xx] = padded[xx * sw + q];
+        }
+      }
+    }
+    for (int64_t ph = 0; ph < sh * sw; ++ph)
+      std::memset(cdst + ph * plane + rows * cols, 0, static_cast<size_t>(plane - rows * cols));
   }
 }
 
@@ -113,84 +185,70 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
                  Kernel kernel) const {
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
-  const int64_t p = oh * ow;
-  if (n == 0 || p == 0) return;
+  if (n == 0 || oh * ow == 0) return;
   const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
-  std::vector<int64_t> lo, hi;
-  valid_columns(a_, w, ow, &lo, &hi);
+  const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   if (depthwise_) {
-    DepthwiseArgs d{x, w_.data(), c, h, w, m_, oh, ow, a_, &ep, out, lo.data(), hi.data()};
+    DepthwiseArgs d{x, w_.data(), c, h, w, m_, a_, g, &ep, out};
     const int64_t planes = n * m_;
-    const size_t tasks = tasks_for(planes, p * a_.kh * a_.kw);
+    const size_t tasks = tasks_for(planes, g.grid() * a_.kh * a_.kw);
     const Kernel kk = gemm::resolve_kernel(kernel);
-    std::vector<int32_t> acc(tasks * static_cast<size_t>(ow));  // per task (tasks must not throw)
+    // Scratch per task, allocated here (pool tasks must not throw).
+    std::vector<int8_t> phases(tasks * static_cast<size_t>(g.channel_bytes()));
+    std::vector<int32_t> acc(tasks * static_cast<size_t>(2 * g.grid()));
     par(tasks, [&](size_t t) {
       conv::depthwise(d, planes * static_cast<int64_t>(t) / static_cast<int64_t>(tasks),
                       planes * static_cast<int64_t>(t + 1) / static_cast<int64_t>(tasks),
-                      acc.data() + t * static_cast<size_t>(ow), kk);
+                      phases.data() + t * static_cast<size_t>(g.channel_bytes()),
+                      acc.data() + t * static_cast<size_t>(2 * g.grid()), kk);
     });
     return;
   }
   const int64_t mg = m_ / a_.group;
   const int64_t k = cg_ * a_.kh * a_.kw;
-  const int64_t kg = gemm::kgroups_of(k);
+  // A 1x1 convolution with unit strides and no padding reads the input planes as they are.
   const bool direct = a_.kh == 1 && a_.kw == 1 && a_.sh == 1 && a_.sw == 1 && a_.pt == 0 && a_.pl == 0 &&
                       a_.pb == 0 && a_.pr == 0;
-  PackedCols cols;
-  gemm::prepare_cols(&cols, p, k);
-  const size_t pack_tasks = tasks_for(kg, 4 * p);
-  // im2col rows of each packing task (allocated here: tasks must not throw).
-  std::vector<int8_t> scratch_all(direct ? 0 : pack_tasks * static_cast<size_t>(4 * p));
+  const int64_t cols = direct ? ow : g.cols;
+  const int64_t grid = oh * cols;
+  std::vector<int8_t> phases(direct ? 0 : static_cast<size_t>(cg_ * g.channel_bytes()));
+  std::vector<const int8_t*> rows(static_cast<size_t>(k));
+  // Outputs computed on the grid's extra columns go to a scratch grid first, then the valid ones are copied out.
+  std::vector<char> grid_out(cols == ow ? 0 : static_cast<size_t>(mg * grid * es));
+  const size_t build_tasks = direct ? 1 : tasks_for(cg_, 64 * g.channel_bytes());
   for (int64_t b = 0; b < n; ++b) {
-    for (int64_t g = 0; g < a_.group; ++g) {
-      const int8_t* xg = x + (b * c + g * cg_) * h * w;
-      par(pack_tasks, [&](size_t t) {
-        const int64_t g0 = kg * static_cast<int64_t>(t) / static_cast<int64_t>(pack_tasks);
-        const int64_t g1 = kg * static_cast<int64_t>(t + 1) / static_cast<int64_t>(pack_tasks);
-        if (direct) {
-          gemm::pack_cols(&cols, xg, h * w, g0, g1);
-          return;
+    for (int64_t gi = 0; gi < a_.group; ++gi) {
+      const int8_t* xg = x + (b * c + gi * cg_) * h * w;
+      if (direct) {
+        for (int64_t kk = 0; kk < k; ++kk) rows[static_cast<size_t>(kk)] = xg + kk * h * w;
+      } else {
+        par(build_tasks, [&](size_t t) {
+          const int64_t c0 = cg_ * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
+          const int64_t c1 = cg_ * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
+          build_phases(xg + c0 * h * w, c1 - c0, h, w, a_, g, phases.data() + c0 * g.channel_bytes());
+        });
+        // k = (channel, i, j): each im2col row is one contiguous run of a phase plane.
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const int64_t ch = kk / (a_.kh * a_.kw), i = (kk / a_.kw) % a_.kh, j = kk % a_.kw;
+          rows[static_cast<size_t>(kk)] = tap_run(phases.data(), g, a_, ch, i, j);
         }
-        int8_t* scratch = scratch_all.data() + t * static_cast<size_t>(4 * p);
-        for (int64_t gg = g0; gg < g1; ++gg) {
-          const int8_t* rows[4];
-          for (int r = 0; r < 4; ++r) {
-            const int64_t kk = 4 * gg + r;
-            if (kk >= k) {
-              rows[r] = nullptr;
-              continue;
-            }
-            // k = (channel, i, j): one im2col row, the input pixels this tap reads for every output pixel.
-            const int64_t ch = kk / (a_.kh * a_.kw), i = (kk / a_.kw) % a_.kh, j = kk % a_.kw;
-            const int8_t* plane = xg + ch * h * w;
-            int8_t* dst = scratch + r * p;
-            const int64_t off = j * a_.dw - a_.pl;
-            const int64_t l = lo[static_cast<size_t>(j)], e = hi[static_cast<size_t>(j)];
-            for (int64_t y = 0; y < oh; ++y) {
-              int8_t* d = dst + y * ow;
-              const int64_t ih = y * a_.sh - a_.pt + i * a_.dh;
-              if (ih < 0 || ih >= h) {
-                std::memset(d, 0, static_cast<size_t>(ow));
-                continue;
-              }
-              const int8_t* row = plane + ih * w;
-              std::memset(d, 0, static_cast<size_t>(l));
-              if (a_.sw == 1) {
-                std::memcpy(d + l, row + l + off, static_cast<size_t>(e - l));
-              } else {
-                for (int64_t o = l; o < e; ++o) d[o] = row[o * a_.sw + off];
-              }
-              std::memset(d + e, 0, static_cast<size_t>(ow - e));
-            }
-            rows[r] = dst;
-          }
-          gemm::pack_cols_group(&cols, gg, rows);
-        }
-      });
+      }
       Epilogue eg = ep;
-      if (ep.bias) eg.bias = ep.bias + g * mg;
-      char* og = static_cast<char*>(out) + (b * m_ + g * mg) * p * es;
-      gemm::gemm_cols(packed_[static_cast<size_t>(g)], cols, eg, og, p, par, kernel);
+      if (ep.bias) eg.bias = ep.bias + gi * mg;
+      char* og = static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
+      char* dst = grid_out.empty() ? og : grid_out.data();
+      gemm::gemm_cols_source(
+          packed_[static_cast<size_t>(gi)], grid,
+          [&](int64_t q, uint8_t* scratch) {
+            const int64_t p0 = q * gemm::kPanel;
+            gemm::pack_panel(rows.data(), k, p0, std::min<int64_t>(gemm::kPanel, grid - p0), scratch);
+            return static_cast<const uint8_t*>(scratch);
+          },
+          eg, dst, grid, par, kernel);
+      if (!grid_out.empty()) {
+        for (int64_t r = 0; r < mg * oh; ++r)
+          std::memcpy(og + r * ow * es, grid_out.data() + r * cols * es, static_cast<size_t>(ow * es));
+      }
     }
   }
 }
@@ -226,23 +284,24 @@ void ConvTranspose2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, 
   const int64_t pin = h * w, pout = oh * ow;
   if (n == 0) return;
   const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
-  PackedCols cols;
-  gemm::prepare_cols(&cols, pin, cg);
+  std::vector<const int8_t*> rows(static_cast<size_t>(cg));
   std::vector<int32_t> sums(static_cast<size_t>(mg_ * khw * pin));  // [(oc, i, j)][input pixel]
   Epilogue raw;
   raw.kind = gemm::OutKind::kRaw;
-  const int64_t kg = gemm::kgroups_of(cg);
-  const size_t pack_tasks = tasks_for(kg, 4 * pin);
   const size_t out_tasks = tasks_for(mg_, khw * pin);
   std::vector<int64_t> acc_all(out_tasks * static_cast<size_t>(pout));  // per task (tasks must not throw)
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < a_.group; ++g) {
       const int8_t* xg = x + (b * c_ + g * cg) * pin;
-      par(pack_tasks, [&](size_t t) {
-        gemm::pack_cols(&cols, xg, pin, kg * static_cast<int64_t>(t) / static_cast<int64_t>(pack_tasks),
-                        kg * static_cast<int64_t>(t + 1) / static_cast<int64_t>(pack_tasks));
-      });
-      gemm::gemm_cols(packed_[static_cast<size_t>(g)], cols, raw, sums.data(), pin, par, kernel);
+      for (int64_t ic = 0; ic < cg; ++ic) rows[static_cast<size_t>(ic)] = xg + ic * pin;
+      gemm::gemm_cols_source(
+          packed_[static_cast<size_t>(g)], pin,
+          [&](int64_t q, uint8_t* scratch) {
+            const int64_t p0 = q * gemm::kPanel;
+            gemm::pack_panel(rows.data(), cg, p0, std::min<int64_t>(gemm::kPanel, pin - p0), scratch);
+            return static_cast<const uint8_t*>(scratch);
+          },
+          raw, sums.data(), pin, par, kernel);
       // col2im: every (oc, i, j, input pixel) adds into output pixel (ih*s - p + i*d, iw*s - p + j*d).
       par(out_tasks, [&](size_t t) {
         int64_t* acc = acc_all.data() + t * static_cast<size_t>(pout);

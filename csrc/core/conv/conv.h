@@ -68,21 +68,39 @@ class ConvTranspose2d {
   std::vector<gemm::PackedWeights> packed_;  // per group: rows (oc, i, j), k = input channel of the group
 };
 
-// Depthwise kernels per ISA (depthwise_<isa>.cc); planes [p0, p1) of n*m output planes.
-struct DepthwiseArgs {
-  const int8_t* x;
-  const int8_t* w;  // [m][kh][kw]
-  int64_t c, h, w_in, m, oh, ow;
-  ConvAttrs a;
-  const gemm::Epilogue* ep;
-  void* out;
-  const int64_t* col_lo;  // per kernel column j: output columns [col_lo[j], col_hi[j]) read inside the input
-  const int64_t* col_hi;
+// The input of a convolution zero-padded and split by stride phase, so that every kernel tap reads one
+// contiguous run (implicit im2col without copies per tap): outputs are computed on a grid of oh rows x `cols`
+// columns (cols >= ow; the columns ow .. cols-1 are computed and discarded), and tap (i, j) of channel c at grid
+// position t reads plane(c, (i*dh) % sh, (j*dw) % sw)[(i*dh / sh) * cols + (j*dw) / sw + t].
+struct PhaseGrid {
+  int64_t sh = 1, sw = 1;
+  int64_t rows = 0, cols = 0;  // one phase plane: rows x cols bytes, followed by zero slack
+  int64_t plane = 0;           // bytes per phase plane including the slack
+  int64_t oh = 0, ow = 0;
+  int64_t grid() const { return oh * cols; }
+  int64_t channel_bytes() const { return sh * sw * plane; }
 };
-// acc: ow int32 of scratch.
-void depthwise(const DepthwiseArgs& d, int64_t p0, int64_t p1, int32_t* acc, gemm::Kernel kernel);
+PhaseGrid phase_grid(int64_t h, int64_t w, const ConvAttrs& a, int64_t oh, int64_t ow);
+// Writes the phase planes of `channels` consecutive input planes [h][w] to dst (channels * channel_bytes()).
+void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const ConvAttrs& a, const PhaseGrid& g,
+                  int8_t* dst);
+inline const int8_t* tap_run(const int8_t* phases, const PhaseGrid& g, const ConvAttrs& a, int64_t c, int64_t i,
+                             int64_t j) {
+  const int64_t ri = i * a.dh, rj = j * a.dw;
+  return phases + ((c * g.sh + ri % g.sh) * g.sw + rj % g.sw) * g.plane + (ri / g.sh) * g.cols + rj / g.sw;
+}
 
-// Output columns [lo[j], hi[j]) whose input column ow*sw + j*dw - pl lies in [0, w) (the rest read padding).
-void valid_columns(const ConvAttrs& a, int64_t w, int64_t ow, std::vector<int64_t>* lo, std::vector<int64_t>* hi);
+// Depthwise kernels per ISA (depthwise_<isa>.cc): output planes [p0, p1) of n*m.
+struct DepthwiseArgs {
+  const int8_t* x;  // [n][c][h][w]
+  const int8_t* w;  // [m][kh][kw]
+  int64_t c, h, w_in, m;
+  ConvAttrs a;
+  PhaseGrid g;
+  const gemm::Epilogue* ep;
+  void* out;  // [n][m][oh][ow]
+};
+// phases: g.channel_bytes() bytes of scratch, acc: 2 * g.grid() int32 of scratch.
+void depthwise(const DepthwiseArgs& d, int64_t p0, int64_t p1, int8_t* phases, int32_t* acc, gemm::Kernel kernel);
 
 }  // namespace ortquant::conv

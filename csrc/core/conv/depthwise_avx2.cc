@@ -1,6 +1,7 @@
 // Depthwise convolution loops for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 

@@ -157,28 +157,40 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
 
 void gemm_cols(const PackedWeights& w, const PackedCols& x, const Epilogue& ep, void* out, int64_t ldc,
                const Parallel& par, Kernel kernel) {
-  if (w.layout != PackedWeights::Layout::kRowBlocks) throw_error("gemm_cols needs weights packed as row blocks");
   if (w.k != x.k) throw_error("gemm_cols: weights have K=", w.k, " but the columns K=", x.k);
-  if (w.n == 0 || x.p == 0) return;
+  const uint8_t* base = x.data.data();
+  const int64_t panel_bytes = x.kgroups * kPanel * 4;
+  gemm_cols_source(
+      w, x.p, [&](int64_t q, uint8_t*) { return base + q * panel_bytes; }, ep, out, ldc, par, kernel);
+}
+
+void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& source, const Epilogue& ep, void* out,
+                      int64_t ldc, const Parallel& par, Kernel kernel) {
+  if (w.layout != PackedWeights::Layout::kRowBlocks) throw_error("gemm_cols needs weights packed as row blocks");
+  if (p < 0) throw_error("gemm: negative matrix size");
+  if (w.n == 0 || p == 0) return;
   const TileFn fn = tile_fn(resolve_kernel(kernel), true);
   const int64_t kg = w.kgroups;
   const int64_t mb = w.blocks();
-  const int64_t pp = x.panels();
+  const int64_t pp = (p + kPanel - 1) / kPanel;
   int64_t tw, tp;
-  split(w.n * x.p * std::max<int64_t>(w.k, 1), mb, pp, &tw, &tp);
+  split(w.n * p * std::max<int64_t>(w.k, 1), mb, pp, &tw, &tp);
   const size_t es = out_elem_size(ep.kind);
+  const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
+  AlignedBuffer<uint8_t> scratch(static_cast<size_t>(tw * tp * panel_bytes));  // one panel per task
   par(static_cast<size_t>(tw * tp), [&](size_t task) {
     const int64_t iw = static_cast<int64_t>(task) / tp, ip = static_cast<int64_t>(task) % tp;
     const int64_t q0 = pp * ip / tp, q1 = pp * (ip + 1) / tp;
     const int64_t b0 = mb * iw / tw, b1 = mb * (iw + 1) / tw;
+    uint8_t* mine = scratch.data() + static_cast<int64_t>(task) * panel_bytes;
     TileArgs args;
     args.kgroups = kg;
     args.ep = &ep;
     args.ldc = ldc;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
-      args.b = x.data.data() + q * kg * kPanel * 4;
-      args.nr = static_cast<int>(std::min<int64_t>(kPanel, x.p - c0));
+      args.b = source(q, mine);
+      args.nr = static_cast<int>(std::min<int64_t>(kPanel, p - c0));
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r0 = blk * kMR;
         args.a = w.data.data() + blk * kg * kMR * 4;

@@ -51,4 +51,11 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
 void gemm_cols(const PackedWeights& w, const PackedCols& x, const Epilogue& ep, void* out, int64_t ldc,
                const Parallel& par, Kernel kernel = Kernel::kAuto);
 
+// The same with the pixel panels produced on demand, so each is packed into a task's L1-sized scratch right
+// before the weight blocks run over it (the convolutions' implicit im2col): source(q, scratch) returns panel q
+// ([kgroups][kPanel][4], e.g. written into scratch by pack_panel). It runs inside pool tasks: it must not throw.
+using PanelSource = std::function<const uint8_t*(int64_t panel, uint8_t* scratch)>;
+void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& source, const Epilogue& ep, void* out,
+                      int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
+
 }  // namespace ortquant::gemm

@@ -20,57 +20,7 @@ inline int32_t load_i32(const void* p) {
   return v;
 }
 
-inline __mmask16 lane_mask(int n) { return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u); }
-
-struct Consts {
-  __m512d ratio, half, lo, hi, fscale, fdiv;
-  explicit Consts(const Epilogue& ep)
-      : ratio(_mm512_set1_pd(ep.ratio)),
-        half(_mm512_set1_pd(0.5)),
-        lo(_mm512_set1_pd(ep.lo)),
-        hi(_mm512_set1_pd(ep.hi)),
-        fscale(_mm512_set1_pd(ep.fscale)),
-        fdiv(_mm512_set1_pd(ep.fdiv)) {}
-};
-
-// One vector of 16 exact sums t (bias b0: lanes 0-7, b1: lanes 8-15, as float64) -> 16 outputs under mask m.
-template <OutKind K>
-inline void store16(const Consts& c, bool divide, __m512i t, __m512d b0, __m512d b1, void* out, __mmask16 m) {
-  if constexpr (K == OutKind::kRaw) {
-    _mm512_mask_storeu_epi32(out, m, t);
-    return;
-  } else {
-    __m512d d0 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(t)), b0);
-    __m512d d1 = _mm512_add_pd(_mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(t, 1)), b1);
-    if constexpr (K == OutKind::kFloat) {
-      if (divide) {
-        d0 = _mm512_div_pd(d0, c.fdiv);
-        d1 = _mm512_div_pd(d1, c.fdiv);
-      } else {
-        d0 = _mm512_mul_pd(d0, c.fscale);
-        d1 = _mm512_mul_pd(d1, c.fscale);
-      }
-      const __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(d0)), _mm512_cvtpd_ps(d1), 1);
-      _mm512_mask_storeu_ps(out, m, f);
-    } else {
-      d0 = _mm512_add_pd(_mm512_mul_pd(d0, c.ratio), c.half);
-      d1 = _mm512_add_pd(_mm512_mul_pd(d1, c.ratio), c.half);
-      d0 = _mm512_roundscale_pd(d0, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-      d1 = _mm512_roundscale_pd(d1, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-      d0 = _mm512_min_pd(_mm512_max_pd(d0, c.lo), c.hi);
-      d1 = _mm512_min_pd(_mm512_max_pd(d1, c.lo), c.hi);
-      const __m512i q =
-          _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtpd_epi32(d0)), _mm512_cvtpd_epi32(d1), 1);
-      if constexpr (K == OutKind::kInt8) {
-        _mm512_mask_cvtepi32_storeu_epi8(out, m, q);
-      } else if constexpr (K == OutKind::kInt16) {
-        _mm512_mask_cvtepi32_storeu_epi16(out, m, q);
-      } else {
-        _mm512_mask_storeu_epi32(out, m, q);
-      }
-    }
-  }
-}
+#include "core/gemm/epilogue_avx512.inc"
 
 template <bool kCols, int MR, int NV, OutKind K>
 void epilogue(const TileArgs& t, __m512i (&acc)[MR][NV]) {

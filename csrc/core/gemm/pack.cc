@@ -7,6 +7,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/cpu.h"
 #include "core/error.h"
 
 namespace ortquant::gemm {
@@ -66,38 +67,63 @@ void prepare_cols(PackedCols* c, int64_t p, int64_t k) {
   if (c->data.size() < bytes) c->data.resize(bytes);
 }
 
-void pack_cols_group(PackedCols* c, int64_t kg, const int8_t* const rows[4]) {
+namespace {
+
+// Interleaves 4 rows (nullptr = zeros) at pixels [p0, p0 + n) into one k-group of a panel (kPanel lanes x 4).
+inline void interleave4(const int8_t* const rows[4], int64_t p0, int64_t n, uint8_t* dst) {
   static const int8_t kZeros[16] = {};
+  int64_t q = 0;
+#if defined(__SSE2__)
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  for (; q + 16 <= n; q += 16) {
+    __m128i v[4];
+    for (int i = 0; i < 4; ++i) {
+      const int8_t* src = rows[i] ? rows[i] + p0 + q : kZeros;
+      v[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), flip);
+    }
+    const __m128i ab_lo = _mm_unpacklo_epi8(v[0], v[1]), ab_hi = _mm_unpackhi_epi8(v[0], v[1]);
+    const __m128i cd_lo = _mm_unpacklo_epi8(v[2], v[3]), cd_hi = _mm_unpackhi_epi8(v[2], v[3]);
+    __m128i* out = reinterpret_cast<__m128i*>(dst + q * 4);
+    _mm_store_si128(out + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
+    _mm_store_si128(out + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+    _mm_store_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+    _mm_store_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+  }
+#endif
+  for (; q < n; ++q) {
+    for (int i = 0; i < 4; ++i) {
+      const int8_t v = rows[i] ? rows[i][p0 + q] : 0;
+      dst[q * 4 + i] = static_cast<uint8_t>(v) ^ 0x80u;
+    }
+  }
+  if (n < kPanel) std::memset(dst + n * 4, 0x80, static_cast<size_t>((kPanel - n) * 4));
+}
+
+}  // namespace
+
+void pack_cols_group(PackedCols* c, int64_t kg, const int8_t* const rows[4]) {
   const int64_t panels = c->panels();
   for (int64_t pi = 0; pi < panels; ++pi) {
-    uint8_t* dst = c->data.data() + (pi * c->kgroups + kg) * kPanel * 4;
     const int64_t p0 = pi * kPanel;
-    const int64_t n = std::min<int64_t>(kPanel, c->p - p0);
-    int64_t q = 0;
-#if defined(__SSE2__)
-    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-    for (; q + 16 <= n; q += 16) {
-      __m128i v[4];
-      for (int i = 0; i < 4; ++i) {
-        const int8_t* src = rows[i] ? rows[i] + p0 + q : kZeros;
-        v[i] = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)), flip);
-      }
-      const __m128i ab_lo = _mm_unpacklo_epi8(v[0], v[1]), ab_hi = _mm_unpackhi_epi8(v[0], v[1]);
-      const __m128i cd_lo = _mm_unpacklo_epi8(v[2], v[3]), cd_hi = _mm_unpackhi_epi8(v[2], v[3]);
-      __m128i* out = reinterpret_cast<__m128i*>(dst + q * 4);
-      _mm_store_si128(out + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
-      _mm_store_si128(out + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
-      _mm_store_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
-      _mm_store_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
-    }
-#endif
-    for (; q < n; ++q) {
-      for (int i = 0; i < 4; ++i) {
-        const int8_t v = rows[i] ? rows[i][p0 + q] : 0;
-        dst[q * 4 + i] = static_cast<uint8_t>(v) ^ 0x80u;
-      }
-    }
-    if (n < kPanel) std::memset(dst + n * 4, 0x80, static_cast<size_t>((kPanel - n) * 4));
+    interleave4(rows, p0, std::min<int64_t>(kPanel, c->p - p0), c->data.data() + (pi * c->kgroups + kg) * kPanel * 4);
+  }
+}
+
+namespace avx512 {
+void pack_panel(const int8_t* const* rows, int64_t k, int64_t p0, int64_t n, uint8_t* dst);
+}
+
+void pack_panel(const int8_t* const* rows, int64_t k, int64_t p0, int64_t n, uint8_t* dst) {
+  // Exact data movement: the AVX-512 version whenever the CPU (and the forced path) allows it.
+  if (active_isa() >= Isa::kAvx512) {
+    avx512::pack_panel(rows, k, p0, n, dst);
+    return;
+  }
+  const int64_t kg = kgroups_of(k);
+  for (int64_t g = 0; g < kg; ++g) {
+    const int8_t* r[4];
+    for (int i = 0; i < 4; ++i) r[i] = 4 * g + i < k ? rows[4 * g + i] : nullptr;
+    interleave4(r, p0, n, dst + g * kPanel * 4);
   }
 }
 

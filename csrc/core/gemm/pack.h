@@ -73,6 +73,10 @@ void pack_cols_group(PackedCols* c, int64_t kg, const int8_t* const rows[4]);
 // Packs a whole X given as [k][p] with row stride ldx, k-groups [kg0, kg1).
 void pack_cols(PackedCols* c, const int8_t* x, int64_t ldx, int64_t kg0, int64_t kg1);
 
+// One pixel panel for gemm_cols_source: k-group g holds rows[4g .. 4g+3] (rows[kk] = X[kk][...], nullptr = zeros)
+// at pixels [p0, p0 + n), sign-flipped, lanes beyond n = 0x80; dst is [kgroups_of(k)][kPanel][4].
+void pack_panel(const int8_t* const* rows, int64_t k, int64_t p0, int64_t n, uint8_t* dst);
+
 // Activation rows for gemm_rows: rows [m0, m0 + kMR) of a (row stride lda), k-groups [0, kgroups), into one tile
 // [kgroups][kMR][4] u8, sign-flipped (a ^ 0x80); rows beyond m and k beyond K hold 0x80 (the value 0).
 void pack_rows_tile(const int8_t* a, int64_t m, int64_t lda, int64_t k, int64_t m0, uint8_t* tile);

@@ -7,8 +7,10 @@
 #include <emmintrin.h>
 #endif
 
+
 #include "core/conv/depthwise_kernels.h"
 #include "core/error.h"
+#include "core/scratch.h"
 
 namespace ortquant::conv {
 
@@ -18,6 +20,7 @@ using gemm::PackedWeights;
 using gemm::Parallel;
 
 void validate_attrs(const ConvAttrs& a, bool transposed) {
+  if (a.sw > 64) throw_error("strides must be at most 64, got [", a.sh, ", ", a.sw, "]");
   if (a.kh < 1 || a.kw < 1) throw_error("kernel_shape must be positive, got [", a.kh, ", ", a.kw, "]");
   if (a.sh < 1 || a.sw < 1) throw_error("strides must be positive, got [", a.sh, ", ", a.sw, "]");
   if (a.dh < 1 || a.dw < 1) throw_error("dilations must be positive, got [", a.dh, ", ", a.dw, "]");
@@ -89,23 +92,18 @@ PhaseGrid phase_grid(int64_t h, int64_t w, const ConvAttrs& a, int64_t oh, int64
 
 namespace {
 
-// dst[x] = src[x * 2] and dst2[x] = src[x * 2 + 1] for x < n (the two column phases of stride 2).
-void deinterleave2(const int8_t* src, int64_t n, int8_t* even, int8_t* odd) {
-  int64_t x = 0;
+// dst[t] = src[2t] for t < n, reading nothing at or beyond `limit`.
+void even_bytes(const int8_t* src, int64_t n, const int8_t* limit, int8_t* dst) {
+  int64_t t = 0;
 #if defined(__SSE2__)
   const __m128i lo = _mm_set1_epi16(0x00FF);
-  for (; x + 16 <= n; x += 16) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * x));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * x + 16));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(even + x),
-                     _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(odd + x), _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+  for (; t + 16 <= n && src + 2 * t + 32 <= limit; t += 16) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * t));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * t + 16));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + t), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
   }
 #endif
-  for (; x < n; ++x) {
-    even[x] = src[2 * x];
-    odd[x] = src[2 * x + 1];
-  }
+  for (; t < n; ++t) dst[t] = src[2 * t];
 }
 
 }  // namespace
@@ -113,41 +111,34 @@ void deinterleave2(const int8_t* src, int64_t n, int8_t* even, int8_t* odd) {
 void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const ConvAttrs& a, const PhaseGrid& g,
                   int8_t* dst) {
   const int64_t sh = g.sh, sw = g.sw, cols = g.cols, rows = g.rows, plane = g.plane;
-  const int64_t pw = cols * sw;  // padded row length rounded up to whole phases
-  // One zero-padded input row, then split into the sw column phases.
-  int8_t stack_row[1024];
-  std::vector<int8_t> heap_row(pw > 1024 ? static_cast<size_t>(pw) : 0);
-  int8_t* padded = pw > 1024 ? heap_row.data() : stack_row;
-  const int64_t right = std::max<int64_t>(0, pw - a.pl - w);
-  const int64_t copy = std::min(w, pw - a.pl);
+  // Per column phase q: the columns [first, end) whose input column x*sw + q - pl lies in [0, w).
+  int64_t first[64], end[64];
+  for (int64_t q = 0; q < sw && q < 64; ++q) {
+    first[q] = std::min(cols, a.pl - q > 0 ? (a.pl - q + sw - 1) / sw : 0);
+    end[q] = std::max(first[q], std::min(cols, (w - 1 + a.pl - q) / sw + 1));
+  }
   for (int64_t c = 0; c < channels; ++c) {
     const int8_t* plane_in = x + c * h * w;
     int8_t* cdst = dst + c * sh * sw * plane;
     for (int64_t y = 0; y < rows * sh; ++y) {
-      const int64_t r = y % sh, yy = y / sh;
-      const int64_t iy = y - a.pt;
-      int8_t* row0 = cdst + (r * sw) * plane + yy * cols;  // phase (r, 0); phase q is q * plane further
-      if (iy < 0 || iy >= h) {
-        for (int64_t q = 0; q < sw; ++q) std::memset(row0 + q * plane, 0, static_cast<size_t>(cols));
-        continue;
-      }
-      const int8_t* src = plane_in + iy * w;
-      if (sw == 1) {
-        std::memset(row0, 0, static_cast<size_t>(a.pl));
-        std::memcpy(row0 + a.pl, src, static_cast<size_t>(copy));
-        if (right) std::memset(row0 + a.pl + copy, 0, static_cast<size_t>(right));
-        continue;
-      }
-      std::memset(padded, 0, static_cast<size_t>(a.pl));
-      std::memcpy(padded + a.pl, src, static_cast<size_t>(copy));
-      if (right) std::memset(padded + a.pl + copy, 0, static_cast<size_t>(right));
-      if (sw == 2) {
-        deinterleave2(padded, cols, row0, row0 + plane);
-      } else {
-        for (int64_t q = 0; q < sw; ++q) {
-          int8_t* out = row0 + q * plane;
-          for (int64_t xx = 0; xx < cols; ++xx) out[xx] = padded[xx * sw + q];
+      const int64_t r = y % sh, yy = y / sh, iy = y - a.pt;
+      for (int64_t q = 0; q < sw; ++q) {
+        int8_t* row = cdst + (r * sw + q) * plane + yy * cols;
+        const int64_t f = q < 64 ? first[q] : cols, e = q < 64 ? end[q] : cols;
+        if (iy < 0 || iy >= h || f >= e) {
+          std::memset(row, 0, static_cast<size_t>(cols));
+          continue;
         }
+        const int8_t* src = plane_in + iy * w + f * sw + q - a.pl;
+        std::memset(row, 0, static_cast<size_t>(f));
+        if (sw == 1) {
+          std::memcpy(row + f, src, static_cast<size_t>(e - f));
+        } else if (sw == 2) {
+          even_bytes(src, e - f, plane_in + h * w, row + f);
+        } else {
+          for (int64_t xx = 0; xx < e - f; ++xx) row[f + xx] = src[xx * sw];
+        }
+        std::memset(row + e, 0, static_cast<size_t>(cols - e));
       }
     }
     for (int64_t ph = 0; ph < sh * sw; ++ph)
@@ -194,13 +185,15 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
     const size_t tasks = tasks_for(planes, g.grid() * a_.kh * a_.kw);
     const Kernel kk = gemm::resolve_kernel(kernel);
     // Scratch per task, allocated here (pool tasks must not throw).
-    std::vector<int8_t> phases(tasks * static_cast<size_t>(g.channel_bytes()));
-    std::vector<int32_t> acc(tasks * static_cast<size_t>(2 * g.grid()));
+    int8_t* const phases =
+        thread_scratch_as<int8_t>(ScratchSlot::kDepthwisePhases, tasks * static_cast<size_t>(g.channel_bytes()));
+    int32_t* const acc =
+        thread_scratch_as<int32_t>(ScratchSlot::kDepthwiseAcc, tasks * static_cast<size_t>(2 * g.grid()));
     par(tasks, [&](size_t t) {
       conv::depthwise(d, planes * static_cast<int64_t>(t) / static_cast<int64_t>(tasks),
                       planes * static_cast<int64_t>(t + 1) / static_cast<int64_t>(tasks),
-                      phases.data() + t * static_cast<size_t>(g.channel_bytes()),
-                      acc.data() + t * static_cast<size_t>(2 * g.grid()), kk);
+                      phases + t * static_cast<size_t>(g.channel_bytes()),
+                      acc + t * static_cast<size_t>(2 * g.grid()), kk);
     });
     return;
   }
@@ -211,43 +204,45 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
                       a_.pb == 0 && a_.pr == 0;
   const int64_t cols = direct ? ow : g.cols;
   const int64_t grid = oh * cols;
-  std::vector<int8_t> phases(direct ? 0 : static_cast<size_t>(cg_ * g.channel_bytes()));
-  std::vector<const int8_t*> rows(static_cast<size_t>(k));
+  int8_t* const phases =
+      direct ? nullptr : thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(cg_ * g.channel_bytes()));
+  const int8_t** const rows = thread_scratch_as<const int8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(k));
   // Outputs computed on the grid's extra columns go to a scratch grid first, then the valid ones are copied out.
-  std::vector<char> grid_out(cols == ow ? 0 : static_cast<size_t>(mg * grid * es));
+  char* const grid_out =
+      cols == ow ? nullptr : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * grid * es));
   const size_t build_tasks = direct ? 1 : tasks_for(cg_, 64 * g.channel_bytes());
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t gi = 0; gi < a_.group; ++gi) {
       const int8_t* xg = x + (b * c + gi * cg_) * h * w;
       if (direct) {
-        for (int64_t kk = 0; kk < k; ++kk) rows[static_cast<size_t>(kk)] = xg + kk * h * w;
+        for (int64_t kk = 0; kk < k; ++kk) rows[kk] = xg + kk * h * w;
       } else {
         par(build_tasks, [&](size_t t) {
           const int64_t c0 = cg_ * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
           const int64_t c1 = cg_ * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
-          build_phases(xg + c0 * h * w, c1 - c0, h, w, a_, g, phases.data() + c0 * g.channel_bytes());
+          build_phases(xg + c0 * h * w, c1 - c0, h, w, a_, g, phases + c0 * g.channel_bytes());
         });
         // k = (channel, i, j): each im2col row is one contiguous run of a phase plane.
         for (int64_t kk = 0; kk < k; ++kk) {
           const int64_t ch = kk / (a_.kh * a_.kw), i = (kk / a_.kw) % a_.kh, j = kk % a_.kw;
-          rows[static_cast<size_t>(kk)] = tap_run(phases.data(), g, a_, ch, i, j);
+          rows[kk] = tap_run(phases, g, a_, ch, i, j);
         }
       }
       Epilogue eg = ep;
       if (ep.bias) eg.bias = ep.bias + gi * mg;
       char* og = static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
-      char* dst = grid_out.empty() ? og : grid_out.data();
+      char* dst = grid_out == nullptr ? og : grid_out;
       gemm::gemm_cols_source(
           packed_[static_cast<size_t>(gi)], grid,
           [&](int64_t q, uint8_t* scratch) {
             const int64_t p0 = q * gemm::kPanel;
-            gemm::pack_panel(rows.data(), k, p0, std::min<int64_t>(gemm::kPanel, grid - p0), scratch);
+            gemm::pack_panel(rows, k, p0, std::min<int64_t>(gemm::kPanel, grid - p0), scratch);
             return static_cast<const uint8_t*>(scratch);
           },
           eg, dst, grid, par, kernel);
-      if (!grid_out.empty()) {
+      if (grid_out != nullptr) {
         for (int64_t r = 0; r < mg * oh; ++r)
-          std::memcpy(og + r * ow * es, grid_out.data() + r * cols * es, static_cast<size_t>(ow * es));
+          std::memcpy(og + r * ow * es, grid_out + r * cols * es, static_cast<size_t>(ow * es));
       }
     }
   }
@@ -284,34 +279,35 @@ void ConvTranspose2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, 
   const int64_t pin = h * w, pout = oh * ow;
   if (n == 0) return;
   const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
-  std::vector<const int8_t*> rows(static_cast<size_t>(cg));
-  std::vector<int32_t> sums(static_cast<size_t>(mg_ * khw * pin));  // [(oc, i, j)][input pixel]
+  const int8_t** const rows = thread_scratch_as<const int8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(cg));
+  int32_t* const sums =  // [(oc, i, j)][input pixel]
+      thread_scratch_as<int32_t>(ScratchSlot::kConvTransposeSums, static_cast<size_t>(mg_ * khw * pin));
   Epilogue raw;
   raw.kind = gemm::OutKind::kRaw;
   const size_t out_tasks = tasks_for(mg_, khw * pin);
-  std::vector<int64_t> acc_all(out_tasks * static_cast<size_t>(pout));  // per task (tasks must not throw)
+  int64_t* const acc_all = thread_scratch_as<int64_t>(ScratchSlot::kConvTransposeAcc, out_tasks * static_cast<size_t>(pout));
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < a_.group; ++g) {
       const int8_t* xg = x + (b * c_ + g * cg) * pin;
-      for (int64_t ic = 0; ic < cg; ++ic) rows[static_cast<size_t>(ic)] = xg + ic * pin;
+      for (int64_t ic = 0; ic < cg; ++ic) rows[ic] = xg + ic * pin;
       gemm::gemm_cols_source(
           packed_[static_cast<size_t>(g)], pin,
           [&](int64_t q, uint8_t* scratch) {
             const int64_t p0 = q * gemm::kPanel;
-            gemm::pack_panel(rows.data(), cg, p0, std::min<int64_t>(gemm::kPanel, pin - p0), scratch);
+            gemm::pack_panel(rows, cg, p0, std::min<int64_t>(gemm::kPanel, pin - p0), scratch);
             return static_cast<const uint8_t*>(scratch);
           },
-          raw, sums.data(), pin, par, kernel);
+          raw, sums, pin, par, kernel);
       // col2im: every (oc, i, j, input pixel) adds into output pixel (ih*s - p + i*d, iw*s - p + j*d).
       par(out_tasks, [&](size_t t) {
-        int64_t* acc = acc_all.data() + t * static_cast<size_t>(pout);
+        int64_t* acc = acc_all + t * static_cast<size_t>(pout);
         const int64_t o0 = mg_ * static_cast<int64_t>(t) / static_cast<int64_t>(out_tasks);
         const int64_t o1 = mg_ * static_cast<int64_t>(t + 1) / static_cast<int64_t>(out_tasks);
         for (int64_t oc = o0; oc < o1; ++oc) {
           std::fill(acc, acc + pout, 0);
           for (int64_t i = 0; i < a_.kh; ++i) {
             for (int64_t j = 0; j < a_.kw; ++j) {
-              const int32_t* s = sums.data() + ((oc * a_.kh + i) * a_.kw + j) * pin;
+              const int32_t* s = sums + ((oc * a_.kh + i) * a_.kw + j) * pin;
               for (int64_t ih = 0; ih < h; ++ih) {
                 const int64_t y = ih * a_.sh - a_.pt + i * a_.dh;
                 if (y < 0 || y >= oh) continue;

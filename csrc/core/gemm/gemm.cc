@@ -6,6 +6,7 @@
 #include "core/cpu.h"
 #include "core/error.h"
 #include "core/gemm/kernels.h"
+#include "core/scratch.h"
 
 namespace ortquant::gemm {
 namespace {
@@ -113,12 +114,12 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
   const int64_t tile_bytes = kg * kMR * 4;
 
   // Activations: sign-flipped, k-interleaved tiles of kMR rows.
-  AlignedBuffer<uint8_t> apack(static_cast<size_t>(mt * tile_bytes));
+  uint8_t* const apack = thread_scratch_as<uint8_t>(ScratchSlot::kGemmRowsA, static_cast<size_t>(mt * tile_bytes));
   {
     const int64_t chunks = std::clamp<int64_t>(m * w.k / (int64_t{1} << 18), 1, std::min<int64_t>(mt, kMaxTasks));
     par(static_cast<size_t>(chunks), [&](size_t c) {
       const int64_t t0 = mt * static_cast<int64_t>(c) / chunks, t1 = mt * static_cast<int64_t>(c + 1) / chunks;
-      for (int64_t t = t0; t < t1; ++t) pack_rows_tile(a, m, lda, w.k, t * kMR, apack.data() + t * tile_bytes);
+      for (int64_t t = t0; t < t1; ++t) pack_rows_tile(a, m, lda, w.k, t * kMR, apack + t * tile_bytes);
     });
   }
 
@@ -145,7 +146,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
         args.bias = ep.bias ? ep.bias + j0 : nullptr;
         for (int64_t t = tb; t < te; ++t) {
           const int64_t r0 = t * kMR;
-          args.a = apack.data() + t * tile_bytes;
+          args.a = apack + t * tile_bytes;
           args.mr = static_cast<int>(std::min<int64_t>(kMR, m - r0));
           args.out = static_cast<char*>(out) + (r0 * ldc + j0) * static_cast<int64_t>(es);
           fn(args);
@@ -177,12 +178,13 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
   split(w.n * p * std::max<int64_t>(w.k, 1), mb, pp, &tw, &tp);
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
-  AlignedBuffer<uint8_t> scratch(static_cast<size_t>(tw * tp * panel_bytes));  // one panel per task
+  uint8_t* const scratch =  // one panel per task
+      thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
   par(static_cast<size_t>(tw * tp), [&](size_t task) {
     const int64_t iw = static_cast<int64_t>(task) / tp, ip = static_cast<int64_t>(task) % tp;
     const int64_t q0 = pp * ip / tp, q1 = pp * (ip + 1) / tp;
     const int64_t b0 = mb * iw / tw, b1 = mb * (iw + 1) / tw;
-    uint8_t* mine = scratch.data() + static_cast<int64_t>(task) * panel_bytes;
+    uint8_t* mine = scratch + static_cast<int64_t>(task) * panel_bytes;
     TileArgs args;
     args.kgroups = kg;
     args.ep = &ep;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
@@ -42,8 +43,9 @@ void run_rnn(const RnnPlan& p, const RnnWeights& w, const RnnIo& io, const RnnPa
   if (batch == 0 || t_len == 0) return;
 
   // 1. Input projection of every time step: gi[row][G*H] in Q11 (rows in x's own order).
-  std::vector<int32_t> gi(static_cast<size_t>(t_len * batch * g));
-  w.w_ih.project(io.x, t_len * batch, a.input_size, w.b_ih.data(), p.ratio_i, gi.data(), g, par);
+  // (Not zero-initialized: the projection writes every element.)
+  const std::unique_ptr<int32_t[]> gi(new int32_t[static_cast<size_t>(t_len * batch * g)]);
+  w.w_ih.project(io.x, t_len * batch, a.input_size, w.b_ih.data(), p.ratio_i, gi.get(), g, par);
 
   const auto lstm_cell = select_isa(&scalar::lstm_cell_row, &avx2::lstm_cell_row, &avx512::lstm_cell_row);
   const auto gru_cell = select_isa(&scalar::gru_cell_row, &avx2::gru_cell_row, &avx512::gru_cell_row);
@@ -89,7 +91,7 @@ void run_rnn(const RnnPlan& p, const RnnWeights& w, const RnnIo& io, const RnnPa
         if (s >= n) continue;
         const int64_t t = a.go_forward ? s : n - 1 - s;
         const size_t o = static_cast<size_t>(r * h);
-        const int32_t* gir = gi.data() + x_row(t, b) * g;
+        const int32_t* gir = gi.get() + x_row(t, b) * g;
         const int32_t* ghr = gh.data() + r * g;
         if (lstm) lstm_cell(gir, ghr, h, tables, &state[o], &c14[o], &h14[o]);
         else gru_cell(gir, ghr, h, tables, &state[o], &h14[o]);

@@ -149,6 +149,28 @@ def test_conformance_through_inference_session(case: str) -> None:
         assert_bitexact(g, e)
 
 
+def test_one_session_many_threads(rng) -> None:
+    """The kernel is immutable after creation: one session run from several Python threads at once (2 intra-op
+    threads each) gives the reference result every time; so does an empty batch."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import onnxruntime as ort
+
+    c = u.random_case(rng, lstm=True, t_len=9, batch=7, d=6, h=20, lengths=[9, 1, 4, 9, 2, 7, 5], state=True)
+    model, feeds = u.case_model(c, "LSTMInt_Is8_Is64_If32_If32")
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 2
+    sess = ortquant.InferenceSession(model, sess_options=so)
+    want = u.case_reference(c)
+    with ThreadPoolExecutor(4) as pool:
+        for got in pool.map(lambda _: sess.run(None, feeds), range(24)):
+            for g, w in zip(got, want, strict=True):
+                assert_bitexact(g, w)
+    c = u.random_case(rng, lstm=True, t_len=3, batch=0, d=2, h=4)
+    got = run_model(*u.case_model(c, "LSTMInt"))
+    assert [g.shape for g in got] == [(3, 0, 4), (1, 0, 4), (1, 0, 4)]
+
+
 # ---- bad input -----------------------------------------------------------------------------------------------
 
 

@@ -171,6 +171,46 @@ def test_one_session_many_threads(rng) -> None:
     assert [g.shape for g in got] == [(3, 0, 4), (1, 0, 4), (1, 0, 4)]
 
 
+@pytest.mark.parametrize("lengths", [None, [5, 2, 4]])
+def test_bidirectional_float_output_with_concat(rng, lengths) -> None:
+    """linger's bidirectional export without o_bits: two LSTMInt nodes (go_forward 1 / 0) on the same input,
+    outputs joined by Concat(axis=2), hidden and cell by Concat(axis=0)."""
+    h = 6
+    fwd = u.random_case(rng, lstm=True, t_len=5, batch=3, d=4, h=h, lengths=lengths, o_bits=None)
+    bwd = u.random_case(rng, lstm=True, t_len=5, batch=3, d=4, h=h, lengths=lengths, o_bits=None)
+    bwd["x"], bwd["lengths"] = fwd["x"], fwd["lengths"]
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    inits, nodes = [], []
+    for tag, c, go in (("f", fwd, 1), ("b", bwd, 0)):
+        names = ["x"] + (["len"] if lengths else [])
+        for key in ("w_ih", "w_hh", "b_ih", "b_hh"):
+            inits.append(numpy_helper.from_array(c[key], f"{key}_{tag}"))
+            names.append(f"{key}_{tag}")
+        attrs = dict(c["attrs"], go_forward=go)
+        nodes.append(helper.make_node("LSTMInt", names, [f"y_{tag}", f"h_{tag}", f"c_{tag}"], domain="thinker",
+                                      name=f"lstm_{tag}", **attrs))  # fmt: skip
+    nodes += [
+        helper.make_node("Concat", ["y_f", "y_b"], ["y"], axis=2),
+        helper.make_node("Concat", ["h_f", "h_b"], ["hn"], axis=0),
+        helper.make_node("Concat", ["c_f", "c_b"], ["cn"], axis=0),
+    ]
+    graph_inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.INT8, [5, 3, 4])]
+    feeds = {"x": fwd["x"]}
+    if lengths:
+        graph_inputs.append(helper.make_tensor_value_info("len", onnx.TensorProto.INT64, [3]))
+        feeds["len"] = fwd["lengths"]
+    outputs = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in ("y", "hn", "cn")]
+    model = helper.make_model(
+        helper.make_graph(nodes, "bidir", graph_inputs, outputs, initializer=inits),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("thinker", 1)],
+    )
+    model.ir_version = 10
+    rf, rb = u.case_reference(fwd, True), u.case_reference(bwd, False)
+    want = [np.concatenate([rf[0], rb[0]], axis=2), np.concatenate([rf[1], rb[1]]), np.concatenate([rf[2], rb[2]])]
+    for got, w in zip(run_model(model, feeds), want, strict=True):
+        assert_bitexact(got, w)
+
+
 # ---- bad input -----------------------------------------------------------------------------------------------
 
 

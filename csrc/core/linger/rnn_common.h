@@ -5,8 +5,8 @@
 // Exactness: every intermediate is an int32. The Q11 projections are floor((sum + bias) * r + 1/2) saturated to
 // int32, the gate sums are saturating int32 additions followed by saturation to int16 (so they are exact
 // whenever the two Q11 terms fit in int32, which holds for any int8 model with |bias| < 2^30 and
-// scale_x * scale_w >= 2^11, i.e. everything linger writes), the cell (LSTM) and the initial GRU hidden are kept
-// in Q7 within +-2^24 (linger leaves them unbounded; see docs/ops.md).
+// scale_x * scale_w >= 2^11, as in every linger export we have seen), the cell (LSTM) and the initial GRU hidden
+// are kept in Q7 within +-2^24 (linger leaves them unbounded; see docs/ops.md).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -101,7 +101,7 @@ struct RnnWeights {
   RnnMatrix w_ih, w_hh;
   std::vector<int32_t> b_ih, b_hh;
 };
-// Throws Error on shapes that do not match hidden_size / input_size (the caller names the inputs).
+// Shapes are the caller's to check (the ORT adapter does, naming the inputs).
 RnnWeights make_rnn_weights(const RnnPlan& p, const int8_t* w_ih, const int8_t* w_hh, const int32_t* b_ih,
                             const int32_t* b_hh);
 

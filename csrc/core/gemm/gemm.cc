@@ -12,7 +12,7 @@ namespace ortquant::gemm {
 namespace {
 
 // Smallest amount of work (multiply-accumulates) worth a parallel task, and the most tasks per call.
-constexpr int64_t kMinTaskWork = int64_t{1} << 21;
+constexpr int64_t kMinTaskWork = int64_t{1} << 19;
 constexpr int64_t kMaxTasks = 64;
 // Bytes of packed activations gemm_rows keeps hot (in L2) while the weight panels stream past.
 constexpr int64_t kL2Block = 192 * 1024;
@@ -174,8 +174,11 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
   const int64_t kg = w.kgroups;
   const int64_t mb = w.blocks();
   const int64_t pp = (p + kPanel - 1) / kPanel;
+  // Split over pixel panels only while there are enough of them: splitting the weight blocks too would pack
+  // each panel once per block range.
   int64_t tw, tp;
   split(w.n * p * std::max<int64_t>(w.k, 1), mb, pp, &tw, &tp);
+  if (pp >= 8) tw = 1;
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
   uint8_t* const scratch =  // one panel per task

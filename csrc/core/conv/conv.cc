@@ -94,16 +94,20 @@ namespace {
 
 // dst[t] = src[2t] for t < n, reading nothing at or beyond `limit`.
 void even_bytes(const int8_t* src, int64_t n, const int8_t* limit, int8_t* dst) {
-  int64_t t = 0;
 #if defined(__SSE2__)
-  const __m128i lo = _mm_set1_epi16(0x00FF);
-  for (; t + 16 <= n && src + 2 * t + 32 <= limit; t += 16) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * t));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * t + 16));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + t), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+  if (n >= 16 && src + 2 * n <= limit) {
+    const __m128i lo = _mm_set1_epi16(0x00FF);
+    auto step = [&](int64_t t) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * t));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * t + 16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + t), _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo)));
+    };
+    for (int64_t t = 0; t + 16 <= n; t += 16) step(t);
+    if (n % 16) step(n - 16);  // the last 16, overlapping
+    return;
   }
 #endif
-  for (; t < n; ++t) dst[t] = src[2 * t];
+  for (int64_t t = 0; t < n; ++t) dst[t] = src[2 * t];
 }
 
 }  // namespace
@@ -130,7 +134,7 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
           continue;
         }
         const int8_t* src = plane_in + iy * w + f * sw + q - a.pl;
-        std::memset(row, 0, static_cast<size_t>(f));
+        for (int64_t xx = 0; xx < f; ++xx) row[xx] = 0;  // the left padding: a few bytes
         if (sw == 1) {
           std::memcpy(row + f, src, static_cast<size_t>(e - f));
         } else if (sw == 2) {
@@ -138,7 +142,7 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
         } else {
           for (int64_t xx = 0; xx < e - f; ++xx) row[f + xx] = src[xx * sw];
         }
-        std::memset(row + e, 0, static_cast<size_t>(cols - e));
+        for (int64_t xx = e; xx < cols; ++xx) row[xx] = 0;
       }
     }
     for (int64_t ph = 0; ph < sh * sw; ++ph)

@@ -49,15 +49,15 @@ struct Entry {
 // The table. Aliases (decision 3): IntQuant = Quant, TruncQuant = Trunc.
 const std::vector<Entry>& table() {
   static const std::vector<Entry> t = {
-      {&kQonnxDomains, "Quant", &quant_spec},
-      {&kQonnxDomains, "IntQuant", &quant_spec},
+      {&kQonnxDomains, "Quant", &quant_specs},
+      {&kQonnxDomains, "IntQuant", &quant_specs},
       {&kQonnxDomains, "MultiThreshold", &multithreshold_spec},
       {&kQonnxDomains, "XnorPopcountMatMul", &xnorpopcount_spec},
       {&kQonnxDomains, "Im2Col", &im2col_spec},
-      {&kQonnxDomains, "BipolarQuant", &bipolar_quant_spec},
-      {&kQonnxDomains, "Trunc", &trunc_spec},
-      {&kQonnxDomains, "TruncQuant", &trunc_spec},
-      {&kQonnxDomains, "FloatQuant", &float_quant_spec},
+      {&kQonnxDomains, "BipolarQuant", &bipolar_quant_specs},
+      {&kQonnxDomains, "Trunc", &trunc_specs},
+      {&kQonnxDomains, "TruncQuant", &trunc_specs},
+      {&kQonnxDomains, "FloatQuant", &float_quant_specs},
       {&kQonnxDomains, "MaxPoolNHWC", &maxpoolnhwc_spec},
       {&kQonnxDomains, "QuantAvgPool2d", &quantavgpool2d_spec},
       {&kQonnxDomains, "DebugMarker", &debugmarker_spec},

@@ -37,14 +37,28 @@ using namespace ortquant::py_bindings;
 
 namespace {
 
+// A float16 array as C-contiguous binary16 data (true), or anything else as float32 (false); `keep` owns it.
+bool float_operand(const py::array& a, py::array* keep) {
+  if (a.dtype().kind() == 'f' && a.dtype().itemsize() == 2) {
+    *keep = py::array::ensure(a, py::array::c_style);
+    return true;
+  }
+  *keep = as_f32(a);
+  return false;
+}
+
 py::array_t<float> quant(const py::array& x_in, const py::array& s_in, const py::array& z_in, const py::array& b_in,
                          bool is_signed, bool narrow, const std::string& rounding_mode) {
-  auto x = as_f32(x_in), s = as_f32(s_in), z = as_f32(z_in);
+  py::array x, s, z;
+  const bool x16 = float_operand(x_in, &x), s16 = float_operand(s_in, &s), z16 = float_operand(z_in, &z);
   const RoundMode mode = qonnx_mode(rounding_mode);
   if (b_in.size() != 1) throw Error("bitwidth must have exactly one element");
   qonnx::IntQuantBounds bounds;
   if (py::isinstance<py::array_t<int32_t>>(b_in) && b_in.dtype().kind() == 'i') {
     bounds = qonnx::int_quant_bounds_int(is_signed, narrow, *static_cast<const int32_t*>(b_in.data()));
+  } else if (b_in.dtype().kind() == 'f' && b_in.dtype().itemsize() == 2) {
+    py::array b = py::array::ensure(b_in, py::array::c_style);
+    bounds = qonnx::int_quant_bounds_half(is_signed, narrow, *static_cast<const uint16_t*>(b.data()));
   } else {
     auto b = as_f32(b_in);
     bounds = qonnx::int_quant_bounds(is_signed, narrow, *b.data());
@@ -54,7 +68,13 @@ py::array_t<float> quant(const py::array& x_in, const py::array& s_in, const py:
   py::array_t<float> y(out);
   {
     py::gil_scoped_release nogil;
-    qonnx::int_quant(plan, x.data(), s.data(), z.data(), y.mutable_data(), 0, plan.total, bounds, mode);
+    if (!x16 && !s16 && !z16) {
+      qonnx::int_quant(plan, static_cast<const float*>(x.data()), static_cast<const float*>(s.data()),
+                       static_cast<const float*>(z.data()), y.mutable_data(), 0, plan.total, bounds, mode);
+    } else {
+      qonnx::int_quant_mixed(plan, {x.data(), x16}, {s.data(), s16}, {z.data(), z16}, y.mutable_data(), 0,
+                             plan.total, bounds, mode);
+    }
   }
   return y;
 }
@@ -94,7 +114,8 @@ PYBIND11_MODULE(_C, m) {
         "Force a kernel path no better than `name` in this process; '' restores automatic choice.");
   m.def("quant", &quant, py::arg("x"), py::arg("scale"), py::arg("zeropt"), py::arg("bitwidth"),
         py::arg("signed") = true, py::arg("narrow") = false, py::arg("rounding_mode") = "ROUND",
-        "QONNX Quant/IntQuant on float32 arrays with numpy broadcasting.");
+        "QONNX Quant/IntQuant with numpy broadcasting: x, scale, zeropt float32 or float16 each (numpy's step-by-step\n"
+        "promotion), bitwidth float32, int32 or float16; float32 output.");
   m.def("round", &round_py, py::arg("x"), py::arg("mode"), py::arg("ngraph") = false,
         "Round float32 values with a QONNX (or, with ngraph=True, nGraph) rounding-mode name.");
   ortquant::py_bindings::register_all(m);

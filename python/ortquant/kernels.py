@@ -15,6 +15,12 @@ active_isa = _C.active_isa
 set_isa = _C.set_isa
 
 
+def _float(a: np.ndarray | float) -> np.ndarray:
+    """A float operand as the kernels take it: float16 arrays as they are, anything else as float32."""
+    arr = np.asarray(a)
+    return arr if arr.dtype == np.float16 else arr.astype(np.float32)
+
+
 def quant(
     x: np.ndarray,
     scale: np.ndarray | float,
@@ -24,24 +30,18 @@ def quant(
     narrow: bool = False,
     rounding_mode: str = "ROUND",
 ) -> np.ndarray:
-    """QONNX Quant/IntQuant: ``(clamp_round(x / scale + zeropt) - zeropt) * scale`` in float32.
+    """QONNX Quant/IntQuant: ``(clamp_round(x / scale + zeropt) - zeropt) * scale``, float32 output.
 
-    Parameters broadcast like numpy. ``bitwidth`` is one float32 or int32 value.
+    Parameters broadcast like numpy. ``x``, ``scale``, ``zeropt`` are float16 arrays (kept) or anything else
+    (taken as float32); each step runs in numpy's promoted dtype (docs/ops.md). ``bitwidth`` is one float32,
+    int32 or float16 value.
     """
     b = np.asarray(bitwidth)
     if b.dtype.kind in "iu":
         b = b.astype(np.int32)
-    else:
+    elif b.dtype != np.float16:
         b = b.astype(np.float32)
-    return _C.quant(
-        np.asarray(x, dtype=np.float32),
-        np.asarray(scale, dtype=np.float32),
-        np.asarray(zeropt, dtype=np.float32),
-        b,
-        signed,
-        narrow,
-        rounding_mode,
-    )
+    return _C.quant(_float(x), _float(scale), _float(zeropt), b, signed, narrow, rounding_mode)
 
 
 def round(x: np.ndarray, mode: str, ngraph: bool = False) -> np.ndarray:  # noqa: A001 - mirrors the op
@@ -82,14 +82,17 @@ def xnor_popcount_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _bitwidth_array(b: np.ndarray | float | int) -> np.ndarray:
-    """A bit-width tensor as the kernels take it: int32 for integer input, float32 otherwise."""
+    """A bit-width tensor as the kernels take it: int32 for integer input, float16 kept, float32 otherwise."""
     a = np.asarray(b)
-    return a.astype(np.int32) if a.dtype.kind in "iu" else a.astype(np.float32)
+    return a.astype(np.int32) if a.dtype.kind in "iu" else _float(a)
 
 
 def bipolar_quant(x: np.ndarray, scale: np.ndarray | float) -> np.ndarray:
-    """QONNX BipolarQuant: ``(x >= 0 ? 1 : -1) * scale`` in float32, numpy broadcasting."""
-    return _C.bipolar_quant(np.asarray(x, dtype=np.float32), np.asarray(scale, dtype=np.float32))
+    """QONNX BipolarQuant: ``(x >= 0 ? 1 : -1) * scale``, numpy broadcasting.
+
+    float16 arrays are kept, anything else is float32; the output is float16 when both inputs are.
+    """
+    return _C.bipolar_quant(_float(x), _float(scale))
 
 
 def trunc(
@@ -105,14 +108,15 @@ def trunc(
 ) -> np.ndarray:
     """QONNX Trunc: v1 when ``out_scale`` is None, else v2 (which ignores ``in_bitwidth``).
 
-    Every parameter broadcasts like numpy; bit widths are float32 or int32 (integer input becomes int32).
+    Every parameter broadcasts like numpy; bit widths are float32, float16 or int32 (integer input becomes
+    int32). float16 arrays are kept, other floats become float32: a float16 ``scale`` selects the float16
+    pipeline (every float input float16, float16 output), a float32 one the float32 formula (docs/ops.md).
     """
-    f32 = np.float32
     if out_scale is None:
         return _C.trunc(
-            np.asarray(x, f32),
-            np.asarray(scale, f32),
-            np.asarray(zeropt, f32),
+            _float(x),
+            _float(scale),
+            _float(zeropt),
             _bitwidth_array(in_bitwidth),
             _bitwidth_array(out_bitwidth),
             None,
@@ -121,11 +125,11 @@ def trunc(
             rounding_mode,
         )
     return _C.trunc(
-        np.asarray(x, f32),
-        np.asarray(scale, f32),
-        np.asarray(zeropt, f32),
+        _float(x),
+        _float(scale),
+        _float(zeropt),
         _bitwidth_array(in_bitwidth),
-        np.asarray(out_scale, f32),
+        _float(out_scale),
         _bitwidth_array(out_bitwidth),
         signed,
         narrow,
@@ -145,18 +149,19 @@ def float_quant(
     has_nan: bool = False,
     saturation: bool = True,
 ) -> np.ndarray:
-    """QONNX FloatQuant (minifloat quantize-dequantize) in float32 with an exact exponent (decision 7).
+    """QONNX FloatQuant (minifloat quantize-dequantize) with an exact exponent (decision 7), float32 output.
 
     ``scale`` and ``max_val`` broadcast like numpy; the three format parameters are one integer value each.
+    float16 arrays are kept, other floats become float32: a float16 ``scale`` selects the float16 pipeline
+    (every input float16), a float32 one the float32 formula (docs/ops.md).
     """
-    f32 = np.float32
     return _C.float_quant(
-        np.asarray(x, f32),
-        np.asarray(scale, f32),
-        np.asarray(exponent_bitwidth, f32),
-        np.asarray(mantissa_bitwidth, f32),
-        np.asarray(exponent_bias, f32),
-        np.asarray(max_val, f32),
+        _float(x),
+        _float(scale),
+        _float(exponent_bitwidth),
+        _float(mantissa_bitwidth),
+        _float(exponent_bias),
+        _float(max_val),
         rounding_mode,
         has_inf,
         has_nan,

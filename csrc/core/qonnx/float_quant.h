@@ -15,6 +15,16 @@
 // +-inf input gives NaN (inf/inf inside the rounding step), NaN gives NaN, as in qonnx.
 // scale and max_val broadcast like numpy; exponent_bitwidth, mantissa_bitwidth and exponent_bias must each have
 // one element (qonnx needs a scalar mantissa width) and be integers. has_subnormal is ignored, as in qonnx.
+//
+// float16 (the output is float32 in every case: qonnx casts its result):
+// - scale float16 (FloatQuantParams::half): X and every other parameter must be float16 too. The steps up to q run
+//   in float16 as numpy does (each float32 operation rounded to float16): v = X / scale, |v| + tiny with
+//   float16's tiny 2^-14, e against 1 - B - M, s = 2^e in float16 (0 for e <= -25, inf for e >= 16), v / s,
+//   the rounding (HALF_UP/HALF_DOWN in float16), s * that. The exponent of |v| + tiny stays exact (decision 7).
+//   The formula max uses float16 arithmetic for 2^E - 1 - B and its power of two (inf from 2^16: E5M2's formula
+//   max is inf, so max_val decides). The clip and the product with the scale are exact, as in float64.
+// - scale float32: numpy promotes to float32 at v = X / scale, so X (and max_val) may be float16, converted
+//   exactly; the float32 formula follows. E and B both float16 give the formula max in float16 arithmetic.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -37,6 +47,7 @@ struct FloatQuantParams {
   // Per element: scale (NaN where maxv is NaN: numpy's clip then makes everything NaN), the largest float32 <=
   // maxv (compare bound), and the outputs of a value clipped to +maxv and to -maxv (float64 products rounded).
   std::vector<float> scale, hi, y_hi, y_lo;
+  bool half = false;  // scale float16: the float16 pipeline (X must be float16)
 };
 
 FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& exponent_bitwidth,
@@ -46,8 +57,15 @@ FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& exp
 // qonnx's formula max (2 - 2^-M) * 2^(2^E - 1 - B) for integer E, M, B, in float64 as numpy computes it.
 double float_quant_formula_max(int32_t exponent_bits, int32_t mantissa_bits, int32_t bias);
 
+// The same computed as numpy does on float16 E and B: 2^E - 1 - B and its power of two in float16 arithmetic.
+double float_quant_formula_max_half(int32_t exponent_bits, int32_t mantissa_bits, int32_t bias);
+
 // The flat output range [begin, end) of FloatQuant; plan over {shape of X, p.shape}.
 void float_quant(const BroadcastPlan& plan, const float* x, const FloatQuantParams& p, float* y, int64_t begin,
                  int64_t end, RoundMode mode, FloatOverflow overflow);
+
+// The same with X float32 or float16 (x16: IEEE binary16 bits); X must be float16 when p.half.
+void float_quant(const BroadcastPlan& plan, const void* x, bool x16, const FloatQuantParams& p, float* y,
+                 int64_t begin, int64_t end, RoundMode mode, FloatOverflow overflow);
 
 }  // namespace ortquant::qonnx

@@ -6,25 +6,29 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/half.h"
 #include "core/shape.h"
 
 namespace ortquant::qonnx {
 
-// A float32 or int32 tensor (bit widths may be either; every other parameter is float32).
+// A float32, int32 (bit widths) or float16 (is_f16, data holds the IEEE binary16 bits) tensor.
 struct NumTensor {
   const void* data = nullptr;
   bool is_int32 = false;
   Shape shape;
+  bool is_f16 = false;
 
   int64_t size() const { return shape_size(shape); }
+  // The value as float32 (exact for float32 and float16; an int32 rounded to float32).
   float f32(int64_t i) const {
-    return is_int32 ? static_cast<float>(static_cast<const int32_t*>(data)[i]) : static_cast<const float*>(data)[i];
+    if (is_int32) return static_cast<float>(static_cast<const int32_t*>(data)[i]);
+    if (is_f16) return half_to_float(static_cast<const uint16_t*>(data)[i]);
+    return static_cast<const float*>(data)[i];
   }
   int32_t i32(int64_t i) const { return static_cast<const int32_t*>(data)[i]; }
-  // The exact value (an int32 converted exactly; a float32 widened).
+  // The exact value (an int32 converted exactly; a float widened).
   double f64(int64_t i) const {
-    return is_int32 ? static_cast<double>(static_cast<const int32_t*>(data)[i])
-                    : static_cast<double>(static_cast<const float*>(data)[i]);
+    return is_int32 ? static_cast<double>(static_cast<const int32_t*>(data)[i]) : static_cast<double>(f32(i));
   }
 };
 

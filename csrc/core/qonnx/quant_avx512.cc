@@ -1,4 +1,8 @@
 // Quant loops compiled for the avx512 path (flags chosen by this file's name in CMakeLists.txt).
+#include <algorithm>
+#include <cmath>
+
+#include "core/half_block.h"
 #include "core/qonnx/quant_kernels.h"
 
 namespace ortquant::qonnx::avx512 {

@@ -25,4 +25,8 @@ inline bool exact_reciprocal(float s, float* r) {
 ORTQUANT_DECLARE_ISA_FN(void, int_quant_contiguous,
                         (const float* x, const float* s, int64_t ss, const float* z, int64_t zs, float* y, int64_t n,
                          const IntQuantBounds& b, RoundMode mode))
+// X (contiguous), scale and zeropt (strides ss, zs: 0 or 1) each float32 or float16; see int_quant_mixed.
+ORTQUANT_DECLARE_ISA_FN(void, int_quant_mixed_contiguous,
+                        (const QuantOperand& x, const QuantOperand& s, int64_t ss, const QuantOperand& z, int64_t zs,
+                         float* y, int64_t n, const IntQuantBounds& b, RoundMode mode))
 }  // namespace ortquant::qonnx

@@ -17,7 +17,17 @@
 //   first, as numpy does). qonnx takes a float32 log2 first, so it can differ for ratios within a few ulps of
 //   2^k * sqrt(2); for power-of-two ratios (what Brevitas exports) both are exact.
 //
-// Every parameter input broadcasts like numpy. Bit widths are float32 or int32 and must be positive (and finite).
+// Every parameter input broadcasts like numpy. Bit widths are float32, int32 or float16 and must be positive (and
+// finite).
+//
+// float16 (qonnx does not cast Trunc's result: the output has numpy's dtype):
+// - scale float16 (TruncParams::half): X, zeropt (v1: both bit widths; v2: out_scale) must be float16 too; every
+//   step above runs in float16 (float32 operation rounded to float16), the output is float16. v2's out_bitwidth
+//   may be float16 (bounds in float16 arithmetic), float32 or int32 (bounds rounded to float16, which is what
+//   numpy's exact compare-and-assign of max_int.astype(float16) amounts to).
+// - scale float32: numpy promotes every step to float32 (float64 after the first rounding with an int32 bit
+//   width in v1), so X and the other parameters may be float16 or float32 and are converted exactly; a pair of
+//   float16 bit widths in v1 gives 2^(in - out) in float16 arithmetic (2^16 and above are inf). Output float32.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -30,6 +40,7 @@ namespace ortquant::qonnx {
 // Trunc's parameters expanded to their common broadcast shape (one array per quantity).
 struct TruncParams {
   int version = 1;
+  bool half = false;  // scale float16: the float16 pipeline; the arrays hold float16 values
   Shape shape;  // broadcast shape of the parameter inputs; the output shape is broadcast(X, shape)
   std::vector<float> scale, zeropt;
   // v1
@@ -52,5 +63,10 @@ float trunc_power_of_two(float ratio);
 // The flat output range [begin, end) of Trunc; plan over {shape of X, p.shape}.
 void trunc(const BroadcastPlan& plan, const float* x, const TruncParams& p, float* y, int64_t begin, int64_t end,
            RoundMode mode);
+
+// The same with X float32 or float16 (x16: IEEE binary16 bits). y is float16 when p.half (X must be float16
+// then), float32 otherwise.
+void trunc(const BroadcastPlan& plan, const void* x, bool x16, const TruncParams& p, void* y, int64_t begin,
+           int64_t end, RoundMode mode);
 
 }  // namespace ortquant::qonnx

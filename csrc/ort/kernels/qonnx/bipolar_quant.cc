@@ -1,4 +1,5 @@
-// QONNX BipolarQuant adapter: no attributes; a node on constant inputs is computed once at creation.
+// QONNX BipolarQuant adapter: no attributes; a node on constant inputs is computed once at creation. X and scale
+// are each float32 or float16; the output is float16 when both are (qonnx returns numpy's dtype), else float32.
 #include "core/qonnx/bipolar_quant.h"
 
 #include "ort/kernels/qonnx/elementwise.h"
@@ -25,13 +26,14 @@ class BipolarQuantKernel : public OpKernel {
 
  private:
   static void run(const TensorView& x, const TensorView& s, KernelContext* ctx, OwnedTensor* folded) {
-    expect_dtype(x, kFloat, "input X");
-    expect_dtype(s, kFloat, "input scale");
+    const bool x16 = is_float16(x, "input X");
+    const bool s16 = is_float16(s, "input scale");
     const Shape out = broadcast_shapes({x.shape, s.shape});
     const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, s.shape});
-    float* y = output_buffer(ctx, folded, out);
+    void* y = output_buffer(ctx, folded, out, x16 && s16);
     run_range(ctx, plan.total, [&](int64_t b, int64_t e) {
-      qonnx::bipolar_quant(plan, x.as<float>(), s.as<float>(), y, b, e);
+      if (!x16 && !s16) qonnx::bipolar_quant(plan, x.as<float>(), s.as<float>(), static_cast<float*>(y), b, e);
+      else qonnx::bipolar_quant_mixed(plan, x.data, x16, s.data, s16, y, b, e);
     });
   }
 
@@ -41,13 +43,23 @@ class BipolarQuantKernel : public OpKernel {
 
 }  // namespace
 
-OpSpec bipolar_quant_spec(const std::string& name) {
-  OpSpec s;
-  s.name = name;
-  s.inputs = {req(kFloat), req(kFloat)};
-  s.outputs = {req(kFloat)};
-  s.factory = [](const KernelInfo& info) { return std::make_unique<BipolarQuantKernel>(info); };
-  return s;
+std::vector<OpSpec> bipolar_quant_specs(const std::string& name) {
+  using qonnx_elementwise::kFloat16;
+  const ONNXTensorElementDataType combos[4][3] = {  // X, scale -> Y; all-float32 first
+      {kFloat, kFloat, kFloat},
+      {kFloat16, kFloat16, kFloat16},
+      {kFloat16, kFloat, kFloat},
+      {kFloat, kFloat16, kFloat}};
+  std::vector<OpSpec> specs;
+  for (const auto& c : combos) {
+    OpSpec s;
+    s.name = name;
+    s.inputs = {req(c[0]), req(c[1])};
+    s.outputs = {req(c[2])};
+    s.factory = [](const KernelInfo& info) { return std::make_unique<BipolarQuantKernel>(info); };
+    specs.push_back(std::move(s));
+  }
+  return specs;
 }
 
 }  // namespace ortquant::ort

@@ -1,4 +1,4 @@
-// Helpers shared by the adapters of the QONNX elementwise ops (BipolarQuant, Trunc, FloatQuant).
+// Helpers shared by the adapters of the QONNX elementwise ops (Quant, BipolarQuant, Trunc, FloatQuant).
 #pragma once
 #include <cstring>
 #include <optional>
@@ -9,20 +9,37 @@
 
 namespace ortquant::ort::qonnx_elementwise {
 
-// A float32 input (or int32 when allow_int: bit widths) as the core's NumTensor; throws naming `what`.
-inline qonnx::NumTensor num_tensor(const TensorView& t, bool allow_int, const char* what) {
-  if (t.dtype == kFloat) return {t.data, false, t.shape};
-  if (allow_int && t.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) return {t.data, true, t.shape};
-  throw_error("input ", what, " must be float32", allow_int ? " or int32" : "", ", got ", dtype_name(t.dtype));
+constexpr ONNXTensorElementDataType kFloat16 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+
+// True for a float16 tensor, false for a float32 one; throws naming `what` for anything else.
+inline bool is_float16(const TensorView& t, const char* what) {
+  if (t.dtype == kFloat16) return true;
+  if (t.dtype != kFloat) throw_error(what, " must be float32 or float16, got ", dtype_name(t.dtype));
+  return false;
 }
 
-// The output buffer: ctx's output 0 with shape `out`, or `folded` (filled at kernel creation) when ctx is null.
-inline float* output_buffer(KernelContext* ctx, OwnedTensor* folded, const Shape& out) {
-  if (ctx) return ctx->output_as<float>(0, out);
-  folded->dtype = kFloat;
+// A float32 input (or int32 when allow_int: bit widths; float16 when allow_f16) as the core's NumTensor; throws
+// naming `what` otherwise.
+inline qonnx::NumTensor num_tensor(const TensorView& t, bool allow_int, const char* what, bool allow_f16 = false) {
+  if (t.dtype == kFloat) return {t.data, false, t.shape};
+  if (allow_int && t.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) return {t.data, true, t.shape};
+  if (allow_f16 && t.dtype == kFloat16) return {t.data, false, t.shape, true};
+  throw_error("input ", what, " must be float32", allow_int ? (allow_f16 ? ", int32 or float16" : " or int32")
+                                                             : (allow_f16 ? " or float16" : ""),
+              ", got ", dtype_name(t.dtype));
+}
+
+// The output buffer (float32 or float16 elements): ctx's output 0 with shape `out`, or `folded` (filled at kernel
+// creation) when ctx is null.
+inline void* output_buffer(KernelContext* ctx, OwnedTensor* folded, const Shape& out, bool f16) {
+  if (ctx) return ctx->output(0, out);
+  folded->dtype = f16 ? kFloat16 : kFloat;
   folded->shape = out;
-  folded->bytes.resize(static_cast<size_t>(shape_size(out)) * sizeof(float));
-  return reinterpret_cast<float*>(folded->bytes.data());
+  folded->bytes.resize(static_cast<size_t>(shape_size(out)) * (f16 ? 2 : sizeof(float)));
+  return folded->bytes.data();
+}
+inline float* output_buffer(KernelContext* ctx, OwnedTensor* folded, const Shape& out) {
+  return static_cast<float*>(output_buffer(ctx, folded, out, false));
 }
 
 // Runs body(begin, end) over [0, total): on onnxruntime's pool with a context, inline otherwise.

@@ -1,5 +1,7 @@
 // QONNX FloatQuant adapter: attributes at creation (saturation=0 needs has_inf or has_nan, decision 7);
 // constant parameter inputs are expanded once at creation; a node on constant inputs is computed once.
+// dtypes (three OpSpecs, output float32): all float32; X float16 with the rest float32 (numpy promotes to float32
+// at X / scale); all six float16 (the float16 pipeline of core/qonnx/float_quant.h).
 #include "core/qonnx/float_quant.h"
 
 #include "ort/kernels/qonnx/elementwise.h"
@@ -44,18 +46,19 @@ class FloatQuantKernel : public OpKernel {
  private:
   static qonnx::FloatQuantParams make_params(const TensorView& s, const TensorView& e, const TensorView& m,
                                              const TensorView& b, const TensorView& mv) {
-    return qonnx::float_quant_params(num_tensor(s, false, "scale"), num_tensor(e, false, "exponent_bitwidth"),
-                                     num_tensor(m, false, "mantissa_bitwidth"), num_tensor(b, false, "exponent_bias"),
-                                     num_tensor(mv, false, "max_val"));
+    return qonnx::float_quant_params(num_tensor(s, false, "scale", true),
+                                     num_tensor(e, false, "exponent_bitwidth", true),
+                                     num_tensor(m, false, "mantissa_bitwidth", true),
+                                     num_tensor(b, false, "exponent_bias", true), num_tensor(mv, false, "max_val", true));
   }
 
   void run(const TensorView& x, const qonnx::FloatQuantParams& p, KernelContext* ctx, OwnedTensor* folded) const {
-    expect_dtype(x, kFloat, "input X");
+    const bool x16 = is_float16(x, "input X");
     const Shape out = broadcast_shapes({x.shape, p.shape});
     const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, p.shape});
     float* y = output_buffer(ctx, folded, out);
     run_range(ctx, plan.total,
-              [&](int64_t b, int64_t e) { qonnx::float_quant(plan, x.as<float>(), p, y, b, e, mode_, overflow_); });
+              [&](int64_t b, int64_t e) { qonnx::float_quant(plan, x.data, x16, p, y, b, e, mode_, overflow_); });
   }
 
   ParamInput x_, scale_, e_bits_, m_bits_, bias_, max_val_;
@@ -67,13 +70,20 @@ class FloatQuantKernel : public OpKernel {
 
 }  // namespace
 
-OpSpec float_quant_spec(const std::string& name) {
-  OpSpec s;
-  s.name = name;
-  s.inputs = {req(kFloat), req(kFloat), req(kFloat), req(kFloat), req(kFloat), req(kFloat)};
-  s.outputs = {req(kFloat)};
-  s.factory = [](const KernelInfo& info) { return std::make_unique<FloatQuantKernel>(info); };
-  return s;
+std::vector<OpSpec> float_quant_specs(const std::string& name) {
+  std::vector<OpSpec> specs;
+  auto add = [&](ONNXTensorElementDataType x, ONNXTensorElementDataType params) {
+    OpSpec s;
+    s.name = name;
+    s.inputs = {req(x), req(params), req(params), req(params), req(params), req(params)};
+    s.outputs = {req(kFloat)};
+    s.factory = [](const KernelInfo& info) { return std::make_unique<FloatQuantKernel>(info); };
+    specs.push_back(std::move(s));
+  };
+  add(kFloat, kFloat);
+  add(kFloat16, kFloat);
+  add(kFloat16, kFloat16);
+  return specs;
 }
 
 }  // namespace ortquant::ort

@@ -1,13 +1,19 @@
 // QONNX Quant / IntQuant adapter: attributes and constant inputs at creation, core::qonnx::int_quant per run.
+// X, scale and zeropt are each float32 or float16 (one OpSpec per combination, output float32); the bit width is
+// float32, int32 or float16.
 #include "core/qonnx/quant.h"
 
 #include <cstring>
 
+#include "ort/kernels/qonnx/elementwise.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
 #include "ort/params.h"
 
 namespace ortquant::ort {
 namespace {
+
+using qonnx_elementwise::is_float16;
+using qonnx_elementwise::kFloat16;
 
 class QuantKernel : public OpKernel {
  public:
@@ -37,17 +43,19 @@ class QuantKernel : public OpKernel {
   // Computes into ctx's output 0, or into `folded` when ctx is null.
   void run(const TensorView& x, const TensorView& s, const TensorView& z, const TensorView& b, KernelContext* ctx,
            OwnedTensor* folded) const {
-    expect_dtype(x, kFloat, "input X");
-    expect_dtype(s, kFloat, "input scale");
-    expect_dtype(z, kFloat, "input zeropt");
+    const bool x16 = is_float16(x, "input X");
+    const bool s16 = is_float16(s, "input scale");
+    const bool z16 = is_float16(z, "input zeropt");
     if (b.size() != 1) throw_error("input bitwidth must have exactly one element, got shape ", shape_str(b.shape));
     qonnx::IntQuantBounds bounds;
     if (b.dtype == kFloat) {
       bounds = qonnx::int_quant_bounds(signed_, narrow_, *b.as<float>());
     } else if (b.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) {
       bounds = qonnx::int_quant_bounds_int(signed_, narrow_, *b.as<int32_t>());
+    } else if (b.dtype == kFloat16) {
+      bounds = qonnx::int_quant_bounds_half(signed_, narrow_, *b.as<uint16_t>());
     } else {
-      throw_error("input bitwidth must be float32 or int32, got ", dtype_name(b.dtype));
+      throw_error("input bitwidth must be float32, int32 or float16, got ", dtype_name(b.dtype));
     }
     const Shape out = broadcast_shapes({x.shape, s.shape, z.shape, b.shape});
     const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, s.shape, z.shape});
@@ -61,7 +69,11 @@ class QuantKernel : public OpKernel {
       y = reinterpret_cast<float*>(folded->bytes.data());
     }
     auto body = [&](int64_t b0, int64_t e0) {
-      qonnx::int_quant(plan, x.as<float>(), s.as<float>(), z.as<float>(), y, b0, e0, bounds, mode_);
+      if (!x16 && !s16 && !z16) {
+        qonnx::int_quant(plan, x.as<float>(), s.as<float>(), z.as<float>(), y, b0, e0, bounds, mode_);
+      } else {
+        qonnx::int_quant_mixed(plan, {x.data, x16}, {s.data, s16}, {z.data, z16}, y, b0, e0, bounds, mode_);
+      }
     };
     if (ctx) ctx->parallel_range(plan.total, kElementwiseGrain, body);
     else body(0, plan.total);
@@ -75,13 +87,18 @@ class QuantKernel : public OpKernel {
 
 }  // namespace
 
-OpSpec quant_spec(const std::string& name) {
-  OpSpec s;
-  s.name = name;
-  s.inputs = {req(kFloat), req(kFloat), req(kFloat), req(kAny)};
-  s.outputs = {req(kFloat)};
-  s.factory = [](const KernelInfo& info) { return std::make_unique<QuantKernel>(info); };
-  return s;
+std::vector<OpSpec> quant_specs(const std::string& name) {
+  std::vector<OpSpec> specs;
+  for (int combo = 0; combo < 8; ++combo) {  // all-float32 first
+    auto t = [&](int bit) { return combo & (1 << bit) ? kFloat16 : kFloat; };
+    OpSpec s;
+    s.name = name;
+    s.inputs = {req(t(0)), req(t(1)), req(t(2)), req(kAny)};
+    s.outputs = {req(kFloat)};
+    s.factory = [](const KernelInfo& info) { return std::make_unique<QuantKernel>(info); };
+    specs.push_back(std::move(s));
+  }
+  return specs;
 }
 
 }  // namespace ortquant::ort

@@ -1,5 +1,8 @@
 // QONNX Trunc / TruncQuant adapter (decision 6): one op with 6 inputs, the last optional; 5 inputs run v1,
 // 6 run v2. Constant parameter inputs are expanded once at creation; a node on constant inputs is computed once.
+// dtypes (three OpSpecs): X, scale, zeropt float32 -> float32; X float16 with float32 scale and zeropt -> float32
+// (numpy promotes to float32 at X / scale); X, scale, zeropt and input 4 (v1 out_bitwidth, v2 out_scale) float16
+// -> float16 (see core/qonnx/trunc.h for the other inputs).
 #include "core/qonnx/trunc.h"
 
 #include "ort/kernels/qonnx/elementwise.h"
@@ -48,22 +51,22 @@ class TruncKernel : public OpKernel {
   // v1: (scale, zeropt, in_bitwidth, out_bitwidth); v2: (scale, zeropt, -, out_scale, out_bitwidth).
   qonnx::TruncParams make_params(const TensorView& s, const TensorView& z, const TensorView& in_bw,
                                  const TensorView& in4, const TensorView& out_bw) const {
-    const auto sn = num_tensor(s, false, "scale");
-    const auto zn = num_tensor(z, false, "zeropt");
+    const auto sn = num_tensor(s, false, "scale", true);
+    const auto zn = num_tensor(z, false, "zeropt", true);
     if (!v2_) {
-      return qonnx::trunc_v1_params(sn, zn, num_tensor(in_bw, true, "in_bitwidth"),
-                                    num_tensor(in4, true, "out_bitwidth"));
+      return qonnx::trunc_v1_params(sn, zn, num_tensor(in_bw, true, "in_bitwidth", true),
+                                    num_tensor(in4, true, "out_bitwidth", true));
     }
-    return qonnx::trunc_v2_params(sn, zn, num_tensor(in4, false, "out_scale"), num_tensor(out_bw, true, "out_bitwidth"),
-                                  signed_, narrow_);
+    return qonnx::trunc_v2_params(sn, zn, num_tensor(in4, false, "out_scale", true),
+                                  num_tensor(out_bw, true, "out_bitwidth", true), signed_, narrow_);
   }
 
   void run(const TensorView& x, const qonnx::TruncParams& p, KernelContext* ctx, OwnedTensor* folded) const {
-    expect_dtype(x, kFloat, "input X");
+    const bool x16 = is_float16(x, "input X");
     const Shape out = broadcast_shapes({x.shape, p.shape});
     const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, p.shape});
-    float* y = output_buffer(ctx, folded, out);
-    run_range(ctx, plan.total, [&](int64_t b, int64_t e) { qonnx::trunc(plan, x.as<float>(), p, y, b, e, mode_); });
+    void* y = output_buffer(ctx, folded, out, p.half);
+    run_range(ctx, plan.total, [&](int64_t b, int64_t e) { qonnx::trunc(plan, x.data, x16, p, y, b, e, mode_); });
   }
 
   ParamInput x_, scale_, zeropt_, in_bw_, in4_, out_bw_;
@@ -76,14 +79,22 @@ class TruncKernel : public OpKernel {
 
 }  // namespace
 
-OpSpec trunc_spec(const std::string& name) {
-  OpSpec s;
-  s.name = name;
-  // X, scale, zeropt, in_bitwidth, out_bitwidth (v1) | out_scale (v2), out_bitwidth (v2 only)
-  s.inputs = {req(kFloat), req(kFloat), req(kFloat), req(kAny), req(kAny), opt(kAny)};
-  s.outputs = {req(kFloat)};
-  s.factory = [](const KernelInfo& info) { return std::make_unique<TruncKernel>(info); };
-  return s;
+std::vector<OpSpec> trunc_specs(const std::string& name) {
+  std::vector<OpSpec> specs;
+  auto add = [&](ONNXTensorElementDataType x, ONNXTensorElementDataType params, ONNXTensorElementDataType in4,
+                 ONNXTensorElementDataType y) {
+    OpSpec s;
+    s.name = name;
+    // X, scale, zeropt, in_bitwidth, out_bitwidth (v1) | out_scale (v2), out_bitwidth (v2 only)
+    s.inputs = {req(x), req(params), req(params), req(kAny), req(in4), opt(kAny)};
+    s.outputs = {req(y)};
+    s.factory = [](const KernelInfo& info) { return std::make_unique<TruncKernel>(info); };
+    specs.push_back(std::move(s));
+  };
+  add(kFloat, kFloat, kAny, kFloat);
+  add(kFloat16, kFloat, kAny, kFloat);
+  add(kFloat16, kFloat16, kFloat16, kFloat16);
+  return specs;
 }
 
 }  // namespace ortquant::ort

@@ -27,55 +27,99 @@ from ortquant.schemas._builder import (
 DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
 
 F = "tensor(float)"
-BW = ("TB", ["tensor(float)", "tensor(int32)"], "bit width: float32 or int32")
+F16 = ["tensor(float)", "tensor(float16)"]
+BW = ("TB", ["tensor(float)", "tensor(int32)", "tensor(float16)"], "bit width: float32, int32 or float16")
 
 _ROUND = Attr(
     "rounding_mode", AttrType.STRING, "ROUND", doc="ROUND/HALF_EVEN, CEIL, FLOOR, UP, DOWN, HALF_UP, HALF_DOWN"
 )
 
 
+def _infer_f16_if(inputs: list[int], shape_inputs: list[int]):
+    """Output 0: the broadcast shape of ``shape_inputs``; float16 when every input in ``inputs`` is float16, float32
+    when one of them is float32, unset while one is unknown."""
+
+    def infer(ctx: onnx.shape_inference.InferenceContext) -> None:
+        types = [input_elem_type(ctx, i) for i in inputs]
+        if TensorProto.FLOAT in types:
+            et = TensorProto.FLOAT
+        elif all(t == TensorProto.FLOAT16 for t in types):
+            et = TensorProto.FLOAT16
+        else:
+            et = TensorProto.UNDEFINED
+        set_output(ctx, 0, et, broadcast([input_shape(ctx, i) for i in shape_inputs]))
+
+    return infer
+
+
 def _quant(name: str) -> Op:
     return Op(
         name,
         "Integer quantize-dequantize: (clamp_round(X / scale + zeropt) - zeropt) * scale.",
-        [Param("X", F), Param("scale", F), Param("zeropt", F), Param("bitwidth", "TB")],
+        [Param("X", "TX"), Param("scale", "TS"), Param("zeropt", "TZ"), Param("bitwidth", "TB")],
         [Param("Y", F)],
         [
             Attr("signed", AttrType.INT, 1),
             Attr("narrow", AttrType.INT, 0),
             _ROUND,
         ],
-        [BW],
+        [
+            ("TX", F16, "float32 or float16"),
+            ("TS", F16, "float32 or float16"),
+            ("TZ", F16, "float32 or float16"),
+            BW,
+        ],
         infer_broadcast([0, 1, 2, 3], TensorProto.FLOAT),
     )
+
+
+# Trunc: X float32 with float32 scale/zeropt -> float32; X float16 with float32 scale/zeropt -> float32; all of X,
+# scale, zeropt (and out_scale) float16 -> float16. The output is float16 exactly when scale is.
+_TRUNC_TYPES = [
+    ("TX", F16, "float32 or float16"),
+    ("TS", F16, "scale and zeropt: float32, or float16 with a float16 X"),
+    ("TO", F16, "out_scale: float32 or float16"),
+    ("TY", F16, "float16 when scale is float16"),
+    BW,
+]
 
 
 def _trunc(name: str) -> list[Op]:
     v1 = Op(
         name,
         "Trunc v1: truncate the in_bitwidth integer to out_bitwidth, keep the input scale.",
-        [Param(n, "TB" if "bitwidth" in n else F) for n in ("X", "scale", "zeropt", "in_bitwidth", "out_bitwidth")],
-        [Param("Y", F)],
+        [
+            Param("X", "TX"),
+            Param("scale", "TS"),
+            Param("zeropt", "TS"),
+            Param("in_bitwidth", "TB"),
+            Param("out_bitwidth", "TB"),
+        ],
+        [Param("Y", "TY")],
         [Attr("rounding_mode", AttrType.STRING, "FLOOR")],
-        [BW],
-        infer_broadcast([0, 1, 2, 3, 4], TensorProto.FLOAT),
+        [t for t in _TRUNC_TYPES if t[0] != "TO"],
+        _infer_f16_if([1], [0, 1, 2, 3, 4]),
         since_version=1,
     )
     v2 = Op(
         name,
         "Trunc v2: requantize to out_scale (power-of-two ratio) and out_bitwidth with clamping.",
         [
-            Param(n, "TB" if "bitwidth" in n else F)
-            for n in ("X", "scale", "zeropt", "in_bitwidth", "out_scale", "out_bitwidth")
+            Param("X", "TX"),
+            Param("scale", "TS"),
+            Param("zeropt", "TS"),
+            Param("in_bitwidth", "TI"),
+            Param("out_scale", "TO"),
+            Param("out_bitwidth", "TB"),
         ],
-        [Param("Y", F)],
+        [Param("Y", "TY")],
         [
             Attr("rounding_mode", AttrType.STRING, "FLOOR"),
             Attr("signed", AttrType.INT, 1),
             Attr("narrow", AttrType.INT, 0),
         ],
-        [BW],
-        infer_broadcast([0, 1, 2, 4, 5], TensorProto.FLOAT),
+        [*_TRUNC_TYPES, ("TI", ["tensor(float)", "tensor(int32)", "tensor(float16)"], "not used")],
+        _infer_f16_if([1], [0, 1, 2, 4, 5]),
         since_version=2,
     )
     return [v1, v2]
@@ -168,17 +212,28 @@ def ops() -> list[Op]:
         _quant("IntQuant"),
         Op(
             "BipolarQuant",
-            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale.",
-            [Param("X", F), Param("scale", F)],
-            [Param("Y", F)],
-            infer=infer_broadcast([0, 1], TensorProto.FLOAT),
+            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale; float16 when X and scale are.",
+            [Param("X", "TX"), Param("scale", "TS")],
+            [Param("Y", "TY")],
+            constraints=[
+                ("TX", F16, "float32 or float16"),
+                ("TS", F16, "float32 or float16"),
+                ("TY", F16, "float16 when X and scale are"),
+            ],
+            infer=_infer_f16_if([0, 1], [0, 1]),
         ),
         *_trunc("Trunc"),
         *_trunc("TruncQuant"),
         Op(
             "FloatQuant",
             "Minifloat quantize-dequantize with exponent/mantissa widths, bias and max value.",
-            [Param(n, F) for n in ("X", "scale", "exponent_bitwidth", "mantissa_bitwidth", "exponent_bias", "max_val")],
+            [
+                Param("X", "TX"),
+                *(
+                    Param(n, "TP")
+                    for n in ("scale", "exponent_bitwidth", "mantissa_bitwidth", "exponent_bias", "max_val")
+                ),
+            ],
             [Param("Y", F)],
             [
                 _ROUND,
@@ -187,6 +242,7 @@ def ops() -> list[Op]:
                 Attr("has_subnormal", AttrType.INT, 0),
                 Attr("saturation", AttrType.INT, 1),
             ],
+            [("TX", F16, "float32 or float16"), ("TP", F16, "float32, or float16 with a float16 X")],
             infer=_float_quant_infer,
         ),
         Op(

@@ -18,7 +18,7 @@ set_isa = _C.set_isa
 def _float(a: np.ndarray | float) -> np.ndarray:
     """A float operand as the kernels take it: float16 arrays as they are, anything else as float32."""
     arr = np.asarray(a)
-    return arr if arr.dtype == np.float16 else arr.astype(np.float32)
+    return arr if arr.dtype == np.float16 else np.asarray(arr, dtype=np.float32)
 
 
 def quant(

@@ -15,7 +15,9 @@ Isa detect() {
                       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   if (avx512 && __builtin_cpu_supports("avx512vnni")) return Isa::kAvx512Vnni;
   if (avx512) return Isa::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") &&
+      __builtin_cpu_supports("bmi2"))
+    return Isa::kAvx2;
 #endif
   return Isa::kScalar;
 }

@@ -1,0 +1,59 @@
+"""Graph transforms: one pure ``ModelProto -> ModelProto`` function per file, composed by :func:`prepare_model`.
+
+Every transform returns its input object unchanged when it has nothing to do (so a model that needs no rewrite
+is never copied), and a rewritten copy otherwise; checks raise :class:`ModelError` naming the node. The order
+below is the one ``prepare_model`` (and ``ortquant prepare``) applies; each entry says when it runs.
+
+To add a transform: write ``transforms/<name>.py`` with one public function, add it to ``PIPELINE`` at the place
+its inputs are ready, give it ``tests/transforms/test_<name>.py``, and list it in docs/ops.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import onnx
+
+from ortquant.transforms._util import ModelError
+from ortquant.transforms.check_trunc import check_trunc_versions
+from ortquant.transforms.int8_relu import rewrite_int8_relu
+
+
+@dataclass(frozen=True)
+class PrepareOptions:
+    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine."""
+
+    exact: bool = False
+    integer: bool = False
+
+
+@dataclass(frozen=True)
+class Transform:
+    """One pipeline step: its name (as ``ortquant check`` reports it), the function, and when it applies."""
+
+    name: str
+    fn: Callable[[onnx.ModelProto], onnx.ModelProto]
+    when: Callable[[PrepareOptions], bool] = lambda _opts: True
+
+
+PIPELINE: list[Transform] = [
+    Transform("check_trunc_versions", check_trunc_versions),
+    Transform("rewrite_int8_relu", rewrite_int8_relu),
+]
+
+
+def apply_pipeline(model: onnx.ModelProto, options: PrepareOptions) -> tuple[onnx.ModelProto, list[str]]:
+    """Run every applicable transform in order; returns the model and the names of the ones that changed it."""
+    changed = []
+    for step in PIPELINE:
+        if not step.when(options):
+            continue
+        new = step.fn(model)
+        if new is not model:
+            changed.append(step.name)
+        model = new
+    return model, changed
+
+
+__all__ = ["PIPELINE", "ModelError", "PrepareOptions", "Transform", "apply_pipeline"]

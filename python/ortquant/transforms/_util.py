@@ -1,0 +1,57 @@
+"""Helpers shared by the graph transforms (no transform logic here)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import onnx
+
+QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
+LINGER_DOMAINS = ("thinker", "onnxinfer")
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+class ModelError(ValueError):
+    """A model that ortquant cannot run as written (the message names the node and the problem)."""
+
+
+def opset_version(model: onnx.ModelProto, domain: str) -> int | None:
+    """The version ``model`` imports ``domain`` at, or None when it does not import it."""
+    for imp in model.opset_import:
+        if imp.domain == domain:
+            return int(imp.version)
+    return None
+
+
+def all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of ``graph`` and of its subgraphs (If/Loop/Scan bodies), depth first."""
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from all_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from all_nodes(g)
+
+
+def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A deep copy: transforms never modify the model they are given."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element types of the top-level graph's values: declared ones, then onnx shape inference (best effort)."""
+    types: dict[str, int] = {}
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:
+        inferred = model.graph
+    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    for init in model.graph.initializer:
+        types[init.name] = init.data_type
+    return types

@@ -13,6 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
 
+# The suite checks models with onnx.checker / shape inference, which need ortquant's schemas; importing ortquant
+# no longer registers them (issue 12: tests/test_packaging.py checks that it does not).
+ortquant.register_schemas()
+
 try:  # the exception types onnxruntime raises
     from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, RuntimeException
 

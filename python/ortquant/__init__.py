@@ -7,13 +7,27 @@ Three lines for a user::
     outputs = sess.run(None, {"input": x})
 
 For a C/C++ host, load :func:`library_path` with ``RegisterCustomOpsLibrary_V2``.
+
+Importing ortquant changes no global state: ONNX op schemas (for ``onnx.checker`` / shape inference) are
+registered only by :func:`register_schemas` (which the functions that need them call themselves), and
+``ortquant.kernels`` (the pybind11 module) is loaded on first use. onnxruntime is not a pip dependency (an
+``onnxruntime`` requirement would replace an installed onnxruntime-gpu/-openvino/-directml): install one yourself
+or ``pip install 'ortquant[cpu]'``.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import warnings
+from typing import TYPE_CHECKING, Any
+
 from ortquant._library import library_path, native_version, register, supported_ops
 from ortquant._session import InferenceSession, prepare_model
 from ortquant.schemas import register_schemas
+
+if TYPE_CHECKING:  # loaded lazily by __getattr__
+    from ortquant import kernels, reference, transforms  # noqa: F401
 
 __version__ = "0.1.0"
 
@@ -28,4 +42,24 @@ __all__ = [
     "supported_ops",
 ]
 
-register_schemas()
+# Submodules reachable as attributes of the package without importing them up front (``ortquant.kernels``
+# loads the native _C module; most users never need it).
+_LAZY_SUBMODULES = frozenset({"kernels", "reference", "transforms", "cli"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY_SUBMODULES:
+        return importlib.import_module(f"ortquant.{name}")
+    raise AttributeError(f"module 'ortquant' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _LAZY_SUBMODULES)
+
+
+if importlib.util.find_spec("onnxruntime") is None:
+    # Not an error: library_path() (for C/C++ hosts and Triton), prepare_model, the schemas and the references
+    # work without it. InferenceSession raises an ImportError with the same advice.
+    from ortquant._library import ONNXRUNTIME_MISSING
+
+    warnings.warn(ONNXRUNTIME_MISSING, stacklevel=2)

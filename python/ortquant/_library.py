@@ -10,6 +10,29 @@ from typing import Any
 
 _LIB_NAME = "libortquant.so"
 
+ONNXRUNTIME_MISSING = (
+    "ortquant needs an onnxruntime package to run models, and none is installed. Install exactly one of: "
+    "pip install 'ortquant[cpu]' (= onnxruntime, CPU), or onnxruntime-gpu, onnxruntime-openvino, "
+    "onnxruntime-directml (ortquant's ops run on the CPU inside any of them). ortquant does not depend on "
+    "onnxruntime itself so that it never replaces the one you have."
+)
+
+
+def import_onnxruntime() -> Any:
+    """``import onnxruntime``, or an ImportError that says what to install."""
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise ImportError(ONNXRUNTIME_MISSING) from e
+    if not hasattr(onnxruntime, "InferenceSession"):
+        # What pip leaves behind when onnxruntime and onnxruntime-gpu were both installed and one was removed.
+        raise ImportError(
+            f"the onnxruntime package at {getattr(onnxruntime, '__path__', '?')} is broken (no InferenceSession; "
+            "typically two onnxruntime variants were installed over each other and one was uninstalled): "
+            "uninstall all onnxruntime* packages, then install exactly one"
+        )
+    return onnxruntime
+
 
 def library_path() -> str:
     """Return the absolute path of ``libortquant.so``, the onnxruntime custom-op library.

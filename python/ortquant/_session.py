@@ -60,7 +60,9 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     ``sess_options`` is an ``onnxruntime.SessionOptions`` (a new one if None); ``providers`` defaults to CPU.
     ``exact`` and ``integer`` are passed to :func:`prepare_model`.
     """
-    import onnxruntime as ort
+    from ortquant._library import import_onnxruntime  # issue 12: a clear ImportError without onnxruntime
+
+    ort = import_onnxruntime()
 
     proto = prepare_model(model, exact=exact, integer=integer)
     so = sess_options if sess_options is not None else ort.SessionOptions()

@@ -1,23 +1,48 @@
 """ONNX op schemas for every op ortquant registers, so onnx.checker and shape inference accept our models.
 
-Registered once on import of :mod:`ortquant` (idempotent). One module per family.
+Nothing is registered on ``import ortquant``: :func:`register_schemas` does it, explicitly or from the ortquant
+functions that need typed custom-op outputs (``prepare_model``'s shape inference). One module per family.
 """
 
 from __future__ import annotations
 
+import threading
+
+_lock = threading.Lock()
 _done = False
 
 
-def register_schemas() -> None:
-    """Register all ortquant op schemas with ``onnx.defs`` (safe to call repeatedly)."""
-    global _done
-    if _done:
-        return
-    from ortquant.schemas import linger, linger_matrix, linger_rnn, ngraph, qonnx
+def _settle_onnx_reference() -> None:
+    """Let ``onnx.reference`` build its op table before ours are in ``onnx.defs``.
 
-    qonnx.register()
-    ngraph.register()
-    linger.register()
-    linger_matrix.register()
-    linger_rnn.register()
-    _done = True
+    onnx.reference indexes every registered schema by bare op name when it is first imported and refuses names
+    that exist in two domains (ours do: QONNX ops in three domains, linger ops in thinker and onnxinfer, and
+    thinker::Relu next to ONNX's Relu). Importing it first makes the order of imports irrelevant: its table then
+    holds the standard schemas only, which is all it implements.
+    """
+    try:
+        import onnx.reference  # noqa: F401
+    except Exception:  # pragma: no cover - an onnx without the reference evaluator has nothing to protect
+        pass
+
+
+def register_schemas() -> None:
+    """Register all ortquant op schemas with ``onnx.defs`` (idempotent, thread-safe).
+
+    A process-wide change: afterwards ``onnx.checker.check_model(model, full_check=True)`` and
+    ``onnx.shape_inference.infer_shapes`` know ortquant's ops. It leaves ``onnx.reference`` (and so onnxscript,
+    qonnx's transformations) working whatever is imported later.
+    """
+    global _done
+    with _lock:
+        if _done:
+            return
+        _settle_onnx_reference()
+        from ortquant.schemas import linger, linger_matrix, linger_rnn, ngraph, qonnx
+
+        qonnx.register()
+        ngraph.register()
+        linger.register()
+        linger_matrix.register()
+        linger_rnn.register()
+        _done = True

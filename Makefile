@@ -10,7 +10,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Serializes concurrent builds of the same tree (several shells or agents building at once).
 LOCK := flock $(BUILD).lock
 
-.PHONY: venv build test test-fast demo bench lint wheel clean
+.PHONY: venv build test test-fast demo bench lint wheel clean wheel-test ort-matrix
 
 $(VENV)/.stamp: requirements-dev.txt
 	$(PY) -m venv $(VENV)
@@ -41,8 +41,23 @@ lint: venv
 	$(VENV)/bin/ruff check python tests bench models
 	$(VENV)/bin/ruff format --check python tests bench models
 
-wheel: venv
-	$(VPY) -m pip wheel . -w dist --no-deps
+# ---- issue 12: release wheel (manylinux_2_28, zig), tests on the installed wheel, onnxruntime matrix -------------
+# The interpreter the wheel is for (one wheel per CPython: _C is a pybind11 module). PY ?= python3 above.
+ORT_PINNED := $(shell sed -n 's/^onnxruntime==//p' requirements-dev.txt)
+ORT_MATRIX := $(shell grep -v '^\#' tools/ort_matrix.txt)
+
+# sdist + wheel from it (apt hidden, zig c++ -target x86_64-linux-gnu.2.28), auditwheel repair + show, into dist/
+wheel:
+	JOBS=$(JOBS) tools/build_wheel.sh $(PY) dist
+
+# The whole suite against the shipped wheel in a fresh venv (pinned onnxruntime), not against python/
+wheel-test: wheel
+	tools/test_wheel.sh $(PY) dist $(ORT_PINNED) full
+
+# The conformance tests against each onnxruntime of tools/ort_matrix.txt, each in its own venv
+ort-matrix: wheel
+	set -e; for v in $(ORT_MATRIX); do tools/test_wheel.sh $(PY) dist $$v conformance; done
+# ---- end issue 12 ------------------------------------------------------------------------------------------------
 
 clean:
 	rm -rf $(BUILD) dist python/ortquant/*.so

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the built wheel into a fresh venv with one onnxruntime release and run tests against the installed
+# package (PYTHONPATH unset, so the source tree's python/ortquant is never imported). Used by `make wheel-test`
+# (whole suite, the pinned onnxruntime) and `make ort-matrix` (conformance tests, each onnxruntime in
+# tools/ort_matrix.txt).
+#
+#   tools/test_wheel.sh PYTHON WHEELDIR ORT_VERSION full|conformance
+set -euo pipefail
+py=${1:?usage}; wheels=${2:?usage}; ort=${3:?usage}; suite=${4:?usage}
+root=$(cd "$(dirname "$0")/.." && pwd)
+tag=$("$py" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+whl=$(ls "$wheels"/ortquant-*-"$tag"-*manylinux*.whl)
+venv=$root/build/wheel-test/ort-$ort
+rm -rf "$venv"
+"$py" -m venv "$venv"
+numpy="numpy>=1.26"
+case $ort in 1.1[0-8].*) numpy="numpy<2" ;; esac   # onnxruntime < 1.19 was built against numpy 1.x
+pkgs=("$whl" "onnxruntime==$ort" "onnx==1.23.2" "$numpy" "pytest>=8")
+if [ "$suite" = full ]; then
+  pkgs+=("qonnx==1.0.0" "onnxruntime-extensions")
+  tests=(tests)
+else
+  # What "runs models as published" means: linger's conformance cases, the Brevitas models, every QONNX and
+  # nGraph op through onnxruntime, and the packaging checks.
+  tests=(tests/linger/test_conformance.py tests/linger/test_matrix_conformance.py tests/models tests/qonnx
+         tests/ngraph tests/test_packaging.py)
+fi
+"$venv/bin/pip" install -q "${pkgs[@]}" 2> >(grep -v "^WARNING: Location" >&2)
+cd "$root"
+echo "== ortquant wheel $(basename "$whl") with onnxruntime $ort: ${tests[*]}"
+env -u PYTHONPATH -u ORTQUANT_LIBRARY ORTQUANT_TEST_INSTALLED=1 ORTQUANT_SKIP_WHEEL_TEST=1 \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
 from conftest import assert_bitexact, make_node_model
@@ -44,7 +45,11 @@ def test_wheel_installs_into_fresh_venv_and_runs(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
     r = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", str(wheel)], capture_output=True, text=True, timeout=1200
+        # onnxruntime is not a dependency of the wheel (issue 12): install the one this suite runs with
+        [str(py), "-m", "pip", "install", "-q", str(wheel), f"onnxruntime=={ort.__version__}"],
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
 

@@ -293,3 +293,28 @@ def test_installed_metadata_has_no_onnxruntime_requirement():
     assert not [r for r in hard if ORT_VARIANTS.match(r)], hard
     assert f'onnxruntime>={LOWEST}; extra == "cpu"' in [r.replace("'", '"') for r in reqs], reqs
     assert any(str(f).endswith("ortquant/py.typed") for f in dist.files or [])
+
+
+@installed_only
+def test_wheel_in_a_venv_without_onnxruntime(tmp_path):
+    """pip pulls no onnxruntime in; `import ortquant` there says what to install and still finds the library."""
+    wheel = os.environ.get("ORTQUANT_WHEEL") or pytest.skip("ORTQUANT_WHEEL (the wheel under test) is not set")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = str(venv / "bin" / "python")
+    r = subprocess.run([py, "-m", "pip", "install", "-q", wheel], capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = subprocess.run([py, "-m", "pip", "list"], capture_output=True, text=True, check=True, timeout=300)
+    assert not re.search(r"^onnxruntime", r.stdout, re.M | re.I), r.stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ORTQUANT_LIBRARY")}
+    r = subprocess.run(
+        [py, "-c", "import ortquant; print(ortquant.library_path())"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'ortquant[cpu]'" in r.stderr, r.stderr
+    assert r.stdout.strip().startswith(str(venv)), r.stdout

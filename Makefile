@@ -46,3 +46,18 @@ wheel: venv
 
 clean:
 	rm -rf $(BUILD) dist python/ortquant/*.so
+
+# ---- serving and scale-out (issue 13): Triton replay on every onnxruntime Triton ships, PyTriton, Ray ----------
+# `make test-serving` runs the three; each step prints its wall time. Downloads are cached: onnxruntime releases in
+# ~/.cache/ortquant/ort-libs (ORTQUANT_ORT_LIBS_DIR), the PyTriton and Ray venvs in $(SERVING_VENVS).
+SERVING_VENVS ?= $(HOME)/.cache/ortquant/venvs
+SERVING_ENV := PYTHONPATH=python ORTQUANT_BUILD_DIR=$(abspath $(BUILD))
+
+.PHONY: test-serving test-ort-versions
+
+test-ort-versions: build
+	@start=$$(date +%s); \
+	ORTQUANT_FETCH_ORT=1 $(SERVING_ENV) $(VPY) -m pytest -q tests/host/test_ort_versions.py; rc=$$?; \
+	echo "test-ort-versions: $$(( $$(date +%s) - start )) s"; exit $$rc
+
+test-serving: test-ort-versions

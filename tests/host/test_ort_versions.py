@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
-
 import ort_versions
+import pytest
+from test_host import _binary, write_tensor
+
 import ortquant
 from conftest import assert_bitexact
-from test_host import _binary, write_tensor
 
 REPO = Path(__file__).resolve().parents[2]
 VERSIONS = list(ort_versions.TRITON_ORT_VERSIONS)
@@ -42,14 +42,24 @@ VERSIONS = list(ort_versions.TRITON_ORT_VERSIONS)
 # (case id, model file, inputs npz, input keys in graph-input order, reference output keys or None, reference kind)
 CASES = {
     # linger LSTM with lengths, bidirectional, three outputs (int8 LSTM cell, iq ops)
-    "linger_lstm": ("tests/data/linger/lstm_len_tf_bidir.onnx", "tests/data/linger/lstm_len_tf_bidir.npz",
-                    ["x0", "x1"], ["y0", "y1", "y2"], "exact"),
+    "linger_lstm": (
+        "tests/data/linger/lstm_len_tf_bidir.onnx",
+        "tests/data/linger/lstm_len_tf_bidir.npz",
+        ["x0", "x1"],
+        ["y0", "y1", "y2"],
+        "exact",
+    ),
     # linger grouped strided Conv2dInt (the int8 GEMM engine) followed by Dequant
-    "linger_conv": ("tests/data/linger/conv2d_group_s2.onnx", "tests/data/linger/conv2d_group_s2.npz",
-                    ["x0"], ["y0"], "exact"),
+    "linger_conv": (
+        "tests/data/linger/conv2d_group_s2.onnx",
+        "tests/data/linger/conv2d_group_s2.npz",
+        ["x0"],
+        ["y0"],
+        "exact",
+    ),
     # Brevitas QONNX CNN: Quant (per-channel, 4/8 bit), Trunc, Conv/BN/ReLU in stock onnxruntime
     "qonnx_cnn": ("models/cnn_w4a4.onnx", "models/cnn_w4a4.npz", ["input_b4"], ["output_b4"], "close"),
-}  # fmt: skip
+}
 MAX_REL_DIFF = 1e-6  # the tolerance of tests/models/test_brevitas_models.py against qonnx's executor
 
 _PYTHON_PATH_SCRIPT = r"""
@@ -72,8 +82,10 @@ def release(request) -> tuple[str, Path]:
     lib = ort_versions.library(version)
     if lib is None:
         if os.environ.get("ORTQUANT_FETCH_ORT") != "1":
-            pytest.skip(f"onnxruntime {version} is not in {ort_versions.cache_dir()}: `make test-ort-versions` "
-                        "fetches it (or: python tests/host/ort_versions.py)")  # fmt: skip
+            pytest.skip(
+                f"onnxruntime {version} is not in {ort_versions.cache_dir()}: `make test-ort-versions` "
+                "fetches it (or: python tests/host/ort_versions.py)"
+            )
         lib = ort_versions.fetch(version)
     return version, lib
 
@@ -89,13 +101,27 @@ def cases(release, tmp_path_factory) -> dict[str, dict]:
         # prepare_model leaves the graph as it is or rewrites what onnxruntime needs.
         prepared = tmp / f"{cid}.onnx"
         onnx.save(ortquant.prepare_model(onnx.load(str(REPO / model))), prepared)
-        jobs.append({"model": str(prepared), "inputs": str(REPO / npz), "keys": in_keys, "out": str(tmp / f"{cid}.py.npz")})
-        result[cid] = {"model": str(prepared), "npz": REPO / npz, "in_keys": in_keys, "ref_keys": ref_keys, "kind": kind}
+        jobs.append(
+            {"model": str(prepared), "inputs": str(REPO / npz), "keys": in_keys, "out": str(tmp / f"{cid}.py.npz")}
+        )
+        result[cid] = {
+            "model": str(prepared),
+            "npz": REPO / npz,
+            "in_keys": in_keys,
+            "ref_keys": ref_keys,
+            "kind": kind,
+        }
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ort_versions.site_dir(version)), str(REPO / "python")])
     env["ORTQUANT_LIBRARY"] = ortquant.library_path()
-    r = subprocess.run([sys.executable, "-c", _PYTHON_PATH_SCRIPT, json.dumps(jobs)], capture_output=True,
-                       text=True, env=env, timeout=300, check=False)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", _PYTHON_PATH_SCRIPT, json.dumps(jobs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, f"Python path on onnxruntime {version} failed:\n{r.stdout}\n{r.stderr}"
     assert r.stdout.strip().splitlines()[-1] == version, r.stdout  # the subprocess really ran that release
     for cid, c in result.items():
@@ -142,8 +168,20 @@ def test_python_path_matches_the_references(release, cases, cid):
 @pytest.mark.parametrize("cid", list(CASES))
 def test_triton_replay_legacy_registration(release, cases, cid):
     version, lib = release
-    out = _host(lib, "--register", "legacy", "--threads", "1", "triton", cases[cid]["model"], "--instances", "3",
-                "--requests", "4", *cases[cid]["args"])  # fmt: skip
+    out = _host(
+        lib,
+        "--register",
+        "legacy",
+        "--threads",
+        "1",
+        "triton",
+        cases[cid]["model"],
+        "--instances",
+        "3",
+        "--requests",
+        "4",
+        *cases[cid]["args"],
+    )
     assert f"onnxruntime {version}" in out
     n_out = len(cases[cid]["py"])
     # 3 instances x 4 requests + 1 after the reload; 1 (auto-complete) + 3 + 1 (reload) registrations
@@ -153,8 +191,21 @@ def test_triton_replay_legacy_registration(release, cases, cid):
 def test_triton_replay_global_thread_pool(release, cases):
     _, lib = release
     c = cases["linger_conv"]
-    out = _host(lib, "--register", "legacy", "--threads", "2", "--global-pool", "triton", c["model"], "--instances",
-                "2", "--requests", "3", *c["args"])  # fmt: skip
+    out = _host(
+        lib,
+        "--register",
+        "legacy",
+        "--threads",
+        "2",
+        "--global-pool",
+        "triton",
+        c["model"],
+        "--instances",
+        "2",
+        "--requests",
+        "3",
+        *c["args"],
+    )
     assert "2 instance(s), 7 request(s), 4 registration(s), 1 output(s) bit-exact" in out and "global-pool=1" in out
 
 
@@ -176,6 +227,22 @@ def test_replay_detects_a_wrong_output(release, cases, tmp_path):
     exe = _binary()
     if not exe.is_file():
         pytest.skip(f"host test binary not built: {exe}")
-    r = subprocess.run([str(exe), "--ort", str(lib), "--ops", ortquant.library_path(), "--register", "legacy",
-                        "triton", c["model"], *args], capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    r = subprocess.run(
+        [
+            str(exe),
+            "--ort",
+            str(lib),
+            "--ops",
+            ortquant.library_path(),
+            "--register",
+            "legacy",
+            "triton",
+            c["model"],
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 1 and "1 of 40 elements differ" in r.stderr and "index 7" in r.stderr, r.stderr

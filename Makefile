@@ -74,7 +74,7 @@ test-pytriton: build $(SERVING_VENVS)/pytriton/.stamp
 
 $(SERVING_VENVS)/ray/.stamp:
 	$(PY) -m venv $(SERVING_VENVS)/ray
-	$(SERVING_VENVS)/ray/bin/pip install $(SERVING_PIP) "ray[data]==2.60.0" onnxruntime==1.31.1 onnx==1.23.2 numpy pytest
+	$(SERVING_VENVS)/ray/bin/pip install $(SERVING_PIP) "ray[data,serve]==2.60.0" onnxruntime==1.31.1 onnx==1.23.2 numpy pytest
 	touch $@
 
 test-ray: build $(SERVING_VENVS)/ray/.stamp

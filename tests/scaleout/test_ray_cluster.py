@@ -3,8 +3,8 @@ samples of models/cnn_w4a4.onnx through ``ds.map_batches(ortquant.ray.Predictor,
 for bit and in order, to one single-process session's; pass-through columns; the CPUs Ray gives a worker become its
 intra-op threads; a failing batch fails the job with the batch and the node named, without hanging.
 
-Needs ``ray[data]``, which is not in the development venv: ``make test-serving`` creates a venv of its own and runs
-this file there; elsewhere the module is skipped.
+Needs ``ray[data]``, which is not in the development venv: ``make test-ray`` (part of ``make test-serving``) creates
+a venv of its own and runs this file there; elsewhere the module is skipped.
 
 Floating-point note: onnxruntime's float Gemm/Conv (MLAS) may round differently for a batch of one row than for
 larger batches, so the single-process result is computed in batches of the same size, every Ray batch here has

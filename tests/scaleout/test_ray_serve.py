@@ -7,7 +7,9 @@ Needs ``ray[serve]`` (``make test-ray`` installs it in the Ray venv); elsewhere 
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import socket
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -16,8 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray", reason="ray is not installed (make test-ray installs ray[data,serve] in its own venv)")
-serve = pytest.importorskip("ray.serve", reason="ray[serve] is not installed")
+
+def _require(name: str, reason: str):
+    """importorskip, except under ``make test-serving`` (ORTQUANT_REQUIRE_SERVING=1), where a missing package fails."""
+    if os.environ.get("ORTQUANT_REQUIRE_SERVING") == "1":
+        return importlib.import_module(name)
+    return pytest.importorskip(name, reason=reason)
+
+
+ray = _require("ray", reason="ray is not installed (make test-ray installs ray[data,serve] in its own venv)")
+serve = _require("ray.serve", reason="ray[serve] is not installed")
 
 import onnxruntime as ort  # noqa: E402
 
@@ -52,8 +62,6 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def url():
-    import os
-
     here = str(Path(__file__).resolve().parent)
     os.environ["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [os.environ.get("PYTHONPATH")])])
     ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False, configure_logging=False)

@@ -59,11 +59,16 @@ def test_columns_in_outputs_out_others_pass_through(rng):
     assert s["batches"] == 1 and s["rows"] == 6 and s["rows_per_s"] > 0
 
 
-def test_model_as_bytes_and_file_uri(rng):
+def test_model_as_bytes_and_file_uri(rng, tmp_path):
     x = rng.standard_normal((3, 3, 32, 32)).astype(np.float32)
     want = _single_process(x)
     assert_bitexact(Predictor(CNN.read_bytes())({"global_in": x})["global_out"], want)
     assert_bitexact(Predictor(CNN.as_uri())({"global_in": x})["global_out"], want)
+    spaced = tmp_path / "a model dir" / "cnn w4a4.onnx"  # percent-encoded in the URI
+    spaced.parent.mkdir()
+    spaced.write_bytes(CNN.read_bytes())
+    assert "%20" in spaced.as_uri()
+    assert_bitexact(Predictor(spaced.as_uri())({"global_in": x})["global_out"], want)
 
 
 def test_object_tensor_column_is_stacked(rng):

@@ -51,7 +51,9 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> bytes | str:
     if "://" not in text:
         return text
     if text.startswith("file://"):
-        return text[len("file://") :]
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(text).path)
     from pyarrow import fs  # only for URIs
 
     filesystem, path = fs.FileSystem.from_uri(text)

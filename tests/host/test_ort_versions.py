@@ -11,6 +11,8 @@ For each release in ``ort_versions.TRITON_ORT_VERSIONS`` (unpacked from its PyPI
   concurrently, a model reload, the library never unloaded; every output compared bit for bit with the Python
   path's. Also with one global thread pool (Triton's ``enable-global-threadpool``) and with
   ``RegisterCustomOpsLibrary_V2``.
+- and, through the Python path of the release, every linger conformance case of tests/data/linger bit-exact with
+  linger's outputs;
 - independent of both: the linger cases' outputs equal linger's own (``tests/data/linger/*.npz``) bit for bit, and
   the QONNX model's are within the tolerance of qonnx's executor (``models/README.md``) as in
   tests/models/test_brevitas_models.py.
@@ -241,3 +243,44 @@ def test_replay_detects_a_wrong_output(release, cases, tmp_path):
         check=False,
     )
     assert r.returncode == 1 and "1 of 40 elements differ" in r.stderr and "index 7" in r.stderr, r.stderr
+
+
+_CONFORMANCE_SCRIPT = r"""
+import glob, json, os, sys
+import numpy as np, onnxruntime, ortquant
+bad = []
+cases = sorted(glob.glob(os.path.join(sys.argv[1], "*.onnx")))
+for f in cases:
+    d = np.load(f[:-5] + ".npz")
+    try:
+        s = ortquant.InferenceSession(f)
+        outs = s.run(None, {i.name: d[f"x{k}"] for k, i in enumerate(s.get_inputs())})
+        for k, a in enumerate(outs):
+            w = d[f"y{k}"]
+            if a.dtype != w.dtype or a.shape != w.shape or a.tobytes() != w.tobytes():
+                bad.append([os.path.basename(f), f"output {k} differs"])
+    except Exception as e:
+        bad.append([os.path.basename(f), str(e)[-200:]])
+print(json.dumps({"version": onnxruntime.__version__, "cases": len(cases), "bad": bad}))
+"""
+
+
+def test_every_linger_conformance_case_on_this_release(release):
+    """The Python path of this release on all of tests/data/linger: bit-exact with linger's own outputs."""
+    version, _ = release
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ort_versions.site_dir(version)), str(REPO / "python")])
+    env["ORTQUANT_LIBRARY"] = ortquant.library_path()
+    data = REPO / "tests" / "data" / "linger"
+    r = subprocess.run(
+        [sys.executable, "-c", _CONFORMANCE_SCRIPT, str(data)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.strip().splitlines()[-1])
+    assert res["version"] == version and res["cases"] == len(list(data.glob("*.onnx"))) >= 50
+    assert res["bad"] == [], res["bad"]

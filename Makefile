@@ -61,3 +61,43 @@ ort-matrix: wheel
 
 clean:
 	rm -rf $(BUILD) dist python/ortquant/*.so
+
+# ---- serving and scale-out (issue 13): Triton replay on every onnxruntime Triton ships, PyTriton, Ray ----------
+# `make test-serving` runs the three; each step prints its wall time. Downloads are cached: the onnxruntime releases
+# in ~/.cache/ortquant/ort-libs (ORTQUANT_ORT_LIBS_DIR), the PyTriton and Ray venvs in $(SERVING_VENVS).
+SERVING_VENVS ?= $(HOME)/.cache/ortquant/venvs
+# ORTQUANT_REQUIRE_SERVING=1: in these venvs a missing package is an error, not a skip.
+SERVING_ENV := PYTHONPATH=python:tests ORTQUANT_BUILD_DIR=$(abspath $(BUILD)) ORTQUANT_REQUIRE_SERVING=1
+# The stamps name what is installed, so a changed requirement reinstalls into a kept venv.
+PYTRITON_STAMP := $(SERVING_VENVS)/pytriton/.stamp-pytriton-0.7.0-tritonclient-2.73.0
+RAY_STAMP := $(SERVING_VENVS)/ray/.stamp-ray-data-serve-2.60.0
+SERVING_PIP := -q --disable-pip-version-check
+# Timed and bounded: `timeout` stops a hung server or cluster.
+define timed
+@start=$$(date +%s); timeout $(2) $(3); rc=$$?; echo "$(1): $$(( $$(date +%s) - start )) s (exit $$rc)"; exit $$rc
+endef
+
+.PHONY: test-serving test-ort-versions test-pytriton test-ray
+
+test-ort-versions: build
+	$(call timed,test-ort-versions,900,env ORTQUANT_FETCH_ORT=1 $(SERVING_ENV) $(VPY) -m pytest -q -p no:cacheprovider tests/host/test_ort_versions.py)
+
+$(PYTRITON_STAMP):
+	$(PY) -m venv $(SERVING_VENVS)/pytriton
+	$(SERVING_VENVS)/pytriton/bin/pip install $(SERVING_PIP) nvidia-pytriton==0.7.0 "tritonclient[http,grpc]==2.73.0" \
+	  onnxruntime==1.31.1 onnx==1.23.2 numpy pytest
+	touch $@
+
+test-pytriton: build $(PYTRITON_STAMP)
+	$(call timed,test-pytriton,600,env $(SERVING_ENV) $(SERVING_VENVS)/pytriton/bin/python -m pytest -q -s -p no:cacheprovider tests/serving)
+
+$(RAY_STAMP):
+	$(PY) -m venv $(SERVING_VENVS)/ray
+	$(SERVING_VENVS)/ray/bin/pip install $(SERVING_PIP) "ray[data,serve]==2.60.0" onnxruntime==1.31.1 onnx==1.23.2 numpy pytest
+	touch $@
+
+test-ray: build $(RAY_STAMP)
+	$(call timed,test-ray,600,env $(SERVING_ENV) $(SERVING_VENVS)/ray/bin/python -m pytest -q -s -p no:cacheprovider tests/scaleout)
+
+test-serving:
+	$(call timed,test-serving,1800,$(MAKE) --no-print-directory test-ort-versions test-pytriton test-ray)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import json
 import subprocess
 import sys
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 
+import ortquant
 from conftest import make_node_model
 from ortquant.cli import main
 
@@ -81,6 +85,47 @@ def test_bench(quant_model, capsys):
     path, _ = quant_model
     assert main(["bench", str(path), "--runs", "5", "--warmup", "1"]) == 0
     assert "median" in capsys.readouterr().out
+
+
+def test_bench_json(quant_model, tmp_path, capsys):
+    path, _ = quant_model
+    out = tmp_path / "figures.json"
+    assert main(["bench", str(path), "--runs", "7", "--warmup", "2", "--batch", "2", "--json", str(out)]) == 0
+    fig = json.loads(out.read_text())
+    ours = fig["ortquant_onnxruntime"]
+    assert ours["runs"] == 7 and 0 < ours["min_ms"] <= ours["median_ms"] <= ours["p90_ms"] <= ours["max_ms"]
+    assert fig["batch"] == 2 and fig["warmup"] == 2 and fig["model"] == str(path)
+    assert fig["onnxruntime"] == ort.__version__ and fig["ortquant"] == ortquant.__version__
+    assert "figures written to" in capsys.readouterr().out
+
+
+class _FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("backend", ["tqdm", "text"])
+def test_bench_progress_on_a_terminal_only(quant_model, monkeypatch, backend):
+    path, _ = quant_model
+    if backend == "text":  # neither tqdm nor rich importable: the plain bar
+        monkeypatch.setitem(sys.modules, "tqdm", None)
+        monkeypatch.setitem(sys.modules, "rich", None)
+        monkeypatch.setitem(sys.modules, "rich.progress", None)
+    else:
+        pytest.importorskip("tqdm")
+    term = _FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(["bench", str(path), "--runs", "4", "--warmup", "1"]) == 0
+    shown = term.getvalue()
+    assert "ortquant" in shown and "/5" in shown, shown  # label and total (warm-up + runs)
+    quiet = _FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    assert main(["bench", str(path), "--runs", "4", "--warmup", "1", "--no-progress"]) == 0
+    assert quiet.getvalue() == ""
+    piped = io.StringIO()  # not a terminal: no bar
+    monkeypatch.setattr(sys, "stderr", piped)
+    assert main(["bench", str(path), "--runs", "4", "--warmup", "1"]) == 0
+    assert piped.getvalue() == ""
 
 
 def test_module_entry_point(quant_model):

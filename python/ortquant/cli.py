@@ -2,12 +2,13 @@
 
 ortquant run MODEL [--input name=file.npy ...] [--random] [--threads N]
 ortquant check MODEL
-ortquant bench MODEL [--runs N] [--warmup N] [--batch N] [--qonnx]
+ortquant bench MODEL [--runs N] [--warmup N] [--batch N] [--qonnx] [--json FILE] [--no-progress]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -155,54 +156,150 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 1
 
 
-def _progress(i: int, n: int, label: str) -> None:
-    if not sys.stderr.isatty():
-        return
-    width = 30
-    done = int(width * i / n)
-    sys.stderr.write(f"\r{label} [{'#' * done}{'.' * (width - done)}] {i}/{n}")
-    if i == n:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+class _Progress:
+    """A progress bar on stderr for long runs: tqdm if installed, else rich, else a plain text bar; only on a
+    terminal (and never with --no-progress), so piped output and JSON files stay clean."""
+
+    def __init__(self, total: int, label: str, enabled: bool) -> None:
+        self._n = 0
+        self._total = total
+        self._label = label
+        self._impl: Any = None
+        self._kind = "off"
+        if not enabled or total <= 0 or not sys.stderr.isatty():
+            return
+        try:
+            from tqdm import tqdm
+
+            self._impl = tqdm(total=total, desc=label, unit="run", file=sys.stderr, leave=False)
+            self._kind = "tqdm"
+            return
+        except ImportError:
+            pass
+        try:
+            from rich.progress import Progress
+
+            self._impl = Progress(transient=True)
+            self._impl.start()
+            self._task = self._impl.add_task(label, total=total)
+            self._kind = "rich"
+            return
+        except ImportError:
+            pass
+        self._kind = "text"
+
+    def update(self) -> None:
+        self._n += 1
+        if self._kind == "tqdm":
+            self._impl.update(1)
+        elif self._kind == "rich":
+            self._impl.update(self._task, advance=1)
+        elif self._kind == "text":
+            width = 30
+            done = int(width * self._n / self._total)
+            sys.stderr.write(f"\r{self._label} [{'#' * done}{'.' * (width - done)}] {self._n}/{self._total}")
+            sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._kind == "tqdm":
+            self._impl.close()
+        elif self._kind == "rich":
+            self._impl.stop()
+        elif self._kind == "text":
+            sys.stderr.write("\r" + " " * (len(self._label) + 45) + "\r")
+            sys.stderr.flush()
 
 
-def _time_runs(fn: Any, runs: int, warmup: int, label: str) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for i in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-        _progress(i + 1, runs, label)
+def _time_runs(fn: Any, runs: int, warmup: int, label: str, progress: bool = True) -> list[float]:
+    bar = _Progress(warmup + runs, label, progress)
+    try:
+        for _ in range(warmup):
+            fn()
+            bar.update()
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+            bar.update()
+    finally:
+        bar.close()
     return times
 
 
-def _summary(times: list[float]) -> str:
+def _figures(times: list[float]) -> dict[str, float]:
     ms = sorted(t * 1e3 for t in times)
-    p90 = ms[min(len(ms) - 1, int(0.9 * len(ms)))]
-    return f"median {statistics.median(ms):.3f} ms, min {ms[0]:.3f} ms, p90 {p90:.3f} ms over {len(ms)} runs"
+    return {
+        "runs": len(ms),
+        "median_ms": statistics.median(ms),
+        "mean_ms": statistics.fmean(ms),
+        "min_ms": ms[0],
+        "p90_ms": ms[min(len(ms) - 1, int(0.9 * len(ms)))],
+        "max_ms": ms[-1],
+    }
+
+
+def _summary(times: list[float]) -> str:
+    f = _figures(times)
+    return f"median {f['median_ms']:.3f} ms, min {f['min_ms']:.3f} ms, p90 {f['p90_ms']:.3f} ms over {f['runs']} runs"
+
+
+def _environment(sess: Any, threads: int) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    import ortquant
+
+    env: dict[str, Any] = {
+        "ortquant": ortquant.__version__,
+        "onnxruntime": ort.__version__,
+        "python": sys.version.split()[0],
+        "threads": threads,
+        "inputs": {i.name: i.shape for i in sess.get_inputs()},
+    }
+    try:
+        from ortquant.kernels import active_isa
+
+        env["isa"] = active_isa()
+    except Exception:  # the pybind module is optional for the CLI
+        env["isa"] = None
+    return env
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     model = onnx.load(args.model)
     sess = _session(model, args.threads)
     feeds = _random_inputs(sess, args.batch)
-    ours = _time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup, "ortquant")
+    progress = not args.no_progress
+    ours = _time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup, "ortquant", progress)
     print(f"ortquant + onnxruntime: {_summary(ours)}")
+    report: dict[str, Any] = {
+        "model": str(args.model),
+        "batch": args.batch,
+        "warmup": args.warmup,
+        **_environment(sess, args.threads),
+        "ortquant_onnxruntime": _figures(ours),
+    }
+    rc = 0
     if args.qonnx:
         try:
             from qonnx.core.modelwrapper import ModelWrapper
             from qonnx.core.onnx_exec import execute_onnx
         except ImportError:
             print("qonnx is not installed: pip install qonnx")
-            return 1
-        wrapper = ModelWrapper(model)
-        runs = max(1, min(args.runs, args.qonnx_runs))
-        theirs = _time_runs(lambda: execute_onnx(wrapper, feeds), runs, 1, "qonnx   ")
-        print(f"qonnx execute_onnx:     {_summary(theirs)}")
-        print(f"speedup: {statistics.median(theirs) / statistics.median(ours):.1f}x")
-    return 0
+            rc = 1
+        else:
+            wrapper = ModelWrapper(model)
+            runs = max(1, min(args.runs, args.qonnx_runs))
+            theirs = _time_runs(lambda: execute_onnx(wrapper, feeds), runs, 1, "qonnx", progress)
+            print(f"qonnx execute_onnx:     {_summary(theirs)}")
+            speedup = statistics.median(theirs) / statistics.median(ours)
+            print(f"speedup: {speedup:.1f}x")
+            report["qonnx_execute_onnx"] = _figures(theirs)
+            report["speedup_vs_qonnx"] = speedup
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"figures written to {args.json}")
+    return rc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -229,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--qonnx", action="store_true", help="also time qonnx's execute_onnx")
     p.add_argument("--qonnx-runs", type=int, default=10, help="at most this many qonnx runs (it is slow)")
+    p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON to FILE")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal anyway)")
     p.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)

@@ -5,10 +5,20 @@
 //   ortquant_host_test --ort LIBONNXRUNTIME --ops LIBORTQUANT [options] COMMAND ARGS...
 //
 // Options:
-//   --threads N          intra_op_num_threads (default 1)
+//   --threads N          intra_op_num_threads (default 1; 0 = onnxruntime's default)
 //   --register MODE      v2: OrtApi::RegisterCustomOpsLibrary_V2 (default; onnxruntime owns the handle)
+//                        legacy: OrtApi::RegisterCustomOpsLibrary(options, path, &handle), the call Triton's
+//                                onnxruntime backend makes; the handle is never closed (Triton never does)
 //                        function: dlopen(LIBORTQUANT, RTLD_GLOBAL) ourselves and call
 //                                  OrtApi::RegisterCustomOpsUsingFunction(options, "RegisterOrtQuantOps")
+//   --global-pool        (triton only) one process-wide thread pool (CreateEnvWithGlobalThreadPools with
+//                        --threads intra-op threads) and DisablePerSessionThreads, as Triton's
+//                        --backend-config=onnxruntime,enable-global-threadpool=1 does
+//
+// The C API version: the program is compiled against headers of API version ORT_API_VERSION and asks the
+// runtime for it; a runtime older than the headers does not provide it, and then the program asks for the
+// runtime's own version (its minor version number), as a host compiled against that release's headers would.
+// Only C API functions of version 1 to 13 are used here, so every runtime from 1.13 on can be driven.
 //
 // Commands:
 //   quant-ramp MODEL N SCALE_LOG2 ZEROPT BITS SIGNED NARROW ROUNDING
@@ -22,22 +32,35 @@
 //         "OQT1" | uint32 ONNX element type | uint32 rank | int64 dims[rank] | raw little-endian data
 //   expect-error MODEL [--in NAME=FILE]... --contains TEXT [--contains TEXT]...
 //       Session creation (or, if that succeeds, a run) must fail, and the message must contain every TEXT.
+//   triton MODEL [--instances N] [--requests R] [--in NAME=FILE]... --expect NAME=FILE...
+//       Replays the model lifecycle of Triton's onnxruntime backend (src/onnxruntime.cc of
+//       triton-inference-server/onnxruntime_backend): model-level session options with graph optimization
+//       ORT_ENABLE_ALL and sequential execution; for config auto-complete one session (options cloned, library
+//       registered on the clone, session created, the clone released, the session read for its inputs and
+//       outputs, then released); then N instances created concurrently, each from its own clone with its own
+//       registration of the library (RegisterCustomOpsLibrary unless --register says otherwise); the N
+//       instances serve R requests each, concurrently, every output compared bit for bit; then a model reload
+//       (all sessions released, one instance created again with one more registration) serves one more request.
+//       The library is never unloaded.
 //
-// Every session test creates two sessions from the same options (registering once per options serves many
-// sessions), runs both, releases the first and runs the second again.
+// Every other session test creates two sessions from the same options (registering once per options serves
+// many sessions), runs both, releases the first and runs the second again.
 // Exit status 0 on success; otherwise a message on stderr and status 1 (2 for usage errors).
 #include <dlfcn.h>
 #include <onnxruntime_c_api.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -205,7 +228,17 @@ void compare(const std::string& name, const Tensor& got, const Tensor& want) {
 struct Config {
   std::string ort_lib, ops_lib, reg_mode = "v2";
   int threads = 1;
+  bool global_pool = false;
 };
+
+void release_threading(OrtThreadingOptions* p) { g_api->ReleaseThreadingOptions(p); }
+using Threading = Handle<OrtThreadingOptions, release_threading>;
+
+// The C API version a runtime provides: its minor version number ("1.19.2" -> 19).
+uint32_t runtime_minor(const char* v) {
+  const char* dot = v != nullptr ? std::strchr(v, '.') : nullptr;
+  return dot != nullptr ? static_cast<uint32_t>(std::strtoul(dot + 1, nullptr, 10)) : 0;
+}
 
 class Host {
  public:
@@ -216,10 +249,27 @@ class Host {
     auto get_base = reinterpret_cast<GetApiBase>(dlsym(ort_handle_, "OrtGetApiBase"));
     if (get_base == nullptr) fail("OrtGetApiBase not found in ", cfg.ort_lib);
     const OrtApiBase* base = get_base();
-    g_api = base->GetApi(ORT_API_VERSION);
-    if (g_api == nullptr) fail("onnxruntime ", base->GetVersionString(), " does not provide C API version ", ORT_API_VERSION);
-    std::printf("onnxruntime %s (C API %d requested)\n", base->GetVersionString(), ORT_API_VERSION);
-    check(g_api->CreateEnv(ORT_LOGGING_LEVEL_ERROR, "ortquant_host_test", env_.out()), "CreateEnv");
+    uint32_t api_version = ORT_API_VERSION;
+    g_api = base->GetApi(api_version);
+    if (g_api == nullptr) {
+      // An older runtime: ask for its own version, as a host built against its headers would.
+      api_version = runtime_minor(base->GetVersionString());
+      if (api_version >= 13 && api_version < ORT_API_VERSION) g_api = base->GetApi(api_version);
+    }
+    if (g_api == nullptr)
+      fail("onnxruntime ", base->GetVersionString(), " provides neither C API version ", ORT_API_VERSION,
+           " nor its own minor version (this program needs 13 or later)");
+    std::printf("onnxruntime %s (C API %u)\n", base->GetVersionString(), api_version);
+    if (cfg.global_pool) {
+      Threading tp;
+      check(g_api->CreateThreadingOptions(tp.out()), "CreateThreadingOptions");
+      check(g_api->SetGlobalIntraOpNumThreads(tp.get(), cfg.threads), "SetGlobalIntraOpNumThreads");
+      check(g_api->SetGlobalInterOpNumThreads(tp.get(), 1), "SetGlobalInterOpNumThreads");
+      check(g_api->CreateEnvWithGlobalThreadPools(ORT_LOGGING_LEVEL_ERROR, "ortquant_host_test", tp.get(), env_.out()),
+            "CreateEnvWithGlobalThreadPools");
+    } else {
+      check(g_api->CreateEnv(ORT_LOGGING_LEVEL_ERROR, "ortquant_host_test", env_.out()), "CreateEnv");
+    }
     check(g_api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, meminfo_.out()), "CreateCpuMemoryInfo");
   }
   // Deliberately no dlclose of onnxruntime: its static destructors and pool threads may still run.
@@ -228,10 +278,49 @@ class Host {
     Options so;
     check(g_api->CreateSessionOptions(so.out()), "CreateSessionOptions");
     check(g_api->SetIntraOpNumThreads(so.get(), cfg_.threads), "SetIntraOpNumThreads");
+    register_ops(so);
+    return so;
+  }
+
+  // Model-level options as Triton's onnxruntime backend builds them (ModelState::ModelState): graph
+  // optimization ORT_ENABLE_ALL, sequential execution, per-session intra-op threads unless a global pool is used.
+  Options make_triton_model_options() {
+    Options so;
+    check(g_api->CreateSessionOptions(so.out()), "CreateSessionOptions");
+    check(g_api->SetSessionGraphOptimizationLevel(so.get(), ORT_ENABLE_ALL), "SetSessionGraphOptimizationLevel");
+    check(g_api->SetSessionExecutionMode(so.get(), ORT_SEQUENTIAL), "SetSessionExecutionMode");
+    if (cfg_.global_pool) {
+      check(g_api->DisablePerSessionThreads(so.get()), "DisablePerSessionThreads");
+    } else if (cfg_.threads > 0) {
+      check(g_api->SetIntraOpNumThreads(so.get(), cfg_.threads), "SetIntraOpNumThreads");
+    }
+    return so;
+  }
+
+  // One instance as Triton's ModelState::LoadModel creates it: the model options cloned, the op library
+  // registered on the clone, the session created, the clone released (the session outlives it).
+  Session load_triton_instance(const Options& model_options, const std::string& model) {
+    Options clone;
+    check(g_api->CloneSessionOptions(model_options.get(), clone.out()), "CloneSessionOptions");
+    register_ops(clone);
+    return make_session(clone, model);
+  }
+
+  int registrations() const { return registrations_.load(); }
+
+  void register_ops(const Options& so) {
+    ++registrations_;
     if (cfg_.reg_mode == "v2") {
       check(g_api->RegisterCustomOpsLibrary_V2(so.get(), cfg_.ops_lib.c_str()), "RegisterCustomOpsLibrary_V2");
+    } else if (cfg_.reg_mode == "legacy") {
+      // The caller owns the handle and may dlclose it once every session using the options is gone; Triton
+      // never does, and neither do we (the library is built with -z nodelete anyway).
+      void* handle = nullptr;
+      check(g_api->RegisterCustomOpsLibrary(so.get(), cfg_.ops_lib.c_str(), &handle), "RegisterCustomOpsLibrary");
+      if (handle == nullptr) fail("RegisterCustomOpsLibrary returned no library handle");
     } else {
       // A host that loads (or statically links) the op library itself and registers it by function name.
+      std::lock_guard<std::mutex> lock(ops_mutex_);
       if (ops_handle_ == nullptr) {
         ops_handle_ = dlopen(cfg_.ops_lib.c_str(), RTLD_NOW | RTLD_GLOBAL);
         if (ops_handle_ == nullptr) fail("dlopen(", cfg_.ops_lib, "): ", dlerror());
@@ -242,7 +331,6 @@ class Host {
       }
       check(g_api->RegisterCustomOpsUsingFunction(so.get(), "RegisterOrtQuantOps"), "RegisterCustomOpsUsingFunction");
     }
-    return so;
   }
 
   Session make_session(const Options& so, const std::string& model) {
@@ -336,6 +424,8 @@ class Host {
   Config cfg_;
   void* ort_handle_ = nullptr;
   void* ops_handle_ = nullptr;
+  std::mutex ops_mutex_;
+  std::atomic<int> registrations_{0};
   Env env_;
   MemInfo meminfo_;
 };
@@ -422,6 +512,60 @@ void run_and_compare(Host& host, const std::string& model, const Inputs& inputs,
   check_outputs(b, "session 2 after releasing session 1");
 }
 
+// Triton's lifecycle (see the `triton` command above). Returns the number of requests served.
+int64_t triton_replay(Host& host, const std::string& model, const Inputs& inputs, const std::vector<std::string>& names,
+                      const std::vector<Tensor>& expected, int instances, int requests) {
+  auto compare_all = [&](const std::vector<Tensor>& got, const std::string& which) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      try {
+        compare(names[i], got[i], expected[i]);
+      } catch (const Failure& e) {
+        fail(which, ": ", e.what());
+      }
+    }
+  };
+  const Options model_options = host.make_triton_model_options();
+  {  // config auto-complete: one session to read the model's inputs and outputs, then released
+    Session s = host.load_triton_instance(model_options, model);
+    const std::vector<std::string> outs = host.output_names(s);
+    for (const std::string& n : names) {
+      bool found = false;
+      for (const std::string& o : outs) found = found || o == n;
+      if (!found) fail("auto-complete: the model has no output named ", n);
+    }
+  }
+  // Instances: created concurrently, then serving concurrently. Errors are collected per thread.
+  std::vector<Session> sessions(static_cast<size_t>(instances));
+  std::vector<std::string> errors(static_cast<size_t>(instances));
+  auto in_parallel = [&](auto&& body) {
+    std::vector<std::thread> threads;
+    for (int i = 0; i < instances; ++i)
+      threads.emplace_back([&, i] {
+        try {
+          body(i);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(i)] = e.what();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < instances; ++i)
+      if (!errors[static_cast<size_t>(i)].empty()) fail("instance ", i, ": ", errors[static_cast<size_t>(i)]);
+  };
+  in_parallel([&](int i) { sessions[static_cast<size_t>(i)] = host.load_triton_instance(model_options, model); });
+  std::atomic<int64_t> served{0};
+  in_parallel([&](int i) {
+    for (int r = 0; r < requests; ++r) {
+      compare_all(host.run(sessions[static_cast<size_t>(i)], inputs, names), "request " + std::to_string(r));
+      ++served;
+    }
+  });
+  // Model reload: every instance released, one created again (the library stays loaded and is registered again).
+  for (Session& s : sessions) s.reset();
+  Session again = host.load_triton_instance(model_options, model);
+  compare_all(host.run(again, inputs, names), "after reload");
+  return served.load() + 1;
+}
+
 std::pair<std::string, std::string> split_assign(const std::string& s) {
   const size_t eq = s.find('=');
   if (eq == std::string::npos || eq == 0) throw Usage("expected NAME=FILE, got " + s);
@@ -448,13 +592,17 @@ int main_impl(int argc, char** argv) {
     else if (a == "--ops") cfg.ops_lib = value();
     else if (a == "--threads") cfg.threads = static_cast<int>(to_int(value()));
     else if (a == "--register") cfg.reg_mode = value();
+    else if (a == "--global-pool") cfg.global_pool = true;
     else rest.assign(argv + i, argv + argc), i = argc;
   }
   if (cfg.ort_lib.empty() || cfg.ops_lib.empty() || rest.size() < 2)
-    throw Usage("usage: ortquant_host_test --ort LIBONNXRUNTIME --ops LIBORTQUANT [--threads N] [--register v2|function] "
-                "quant-ramp|run|expect-error MODEL ...");
-  if (cfg.reg_mode != "v2" && cfg.reg_mode != "function") throw Usage("--register must be v2 or function");
+    throw Usage("usage: ortquant_host_test --ort LIBONNXRUNTIME --ops LIBORTQUANT [--threads N] [--register v2|legacy|function] "
+                "[--global-pool] quant-ramp|run|expect-error|triton MODEL ...");
+  if (cfg.reg_mode != "v2" && cfg.reg_mode != "legacy" && cfg.reg_mode != "function")
+    throw Usage("--register must be v2, legacy or function");
+  if (cfg.threads < 0) throw Usage("--threads must be >= 0");
   const std::string cmd = rest[0], model = rest[1];
+  if (cfg.global_pool && cmd != "triton") throw Usage("--global-pool is for the triton command only");
   Host host(cfg);
 
   if (cmd == "quant-ramp") {
@@ -472,6 +620,7 @@ int main_impl(int argc, char** argv) {
   Inputs inputs;
   std::vector<std::string> out_names, contains;
   std::vector<Tensor> expected;
+  int instances = 2, requests = 4;
   for (size_t i = 2; i < rest.size(); ++i) {
     const std::string& a = rest[i];
     if (i + 1 >= rest.size()) throw Usage("missing value after " + a);
@@ -485,6 +634,12 @@ int main_impl(int argc, char** argv) {
       expected.push_back(read_tensor(file));
     } else if (a == "--contains") {
       contains.push_back(v);
+    } else if (a == "--instances" && cmd == "triton") {
+      instances = static_cast<int>(to_int(v));
+      if (instances < 1 || instances > 64) throw Usage("--instances must be in [1, 64]");
+    } else if (a == "--requests" && cmd == "triton") {
+      requests = static_cast<int>(to_int(v));
+      if (requests < 1 || requests > 100000) throw Usage("--requests must be in [1, 100000]");
     } else {
       throw Usage("unknown argument " + a);
     }
@@ -495,6 +650,15 @@ int main_impl(int argc, char** argv) {
     run_and_compare(host, model, inputs, out_names, expected);
     std::printf("run: %zu output(s) bit-exact (threads=%d, register=%s)\n", out_names.size(), cfg.threads,
                 cfg.reg_mode.c_str());
+    return 0;
+  }
+  if (cmd == "triton") {
+    if (out_names.empty()) throw Usage("triton: give at least one --expect NAME=FILE");
+    const int64_t served = triton_replay(host, model, inputs, out_names, expected, instances, requests);
+    std::printf("triton: %d instance(s), %lld request(s), %d registration(s), %zu output(s) bit-exact "
+                "(threads=%d, register=%s, global-pool=%d)\n",
+                instances, static_cast<long long>(served), host.registrations(), out_names.size(), cfg.threads,
+                cfg.reg_mode.c_str(), cfg.global_pool ? 1 : 0);
     return 0;
   }
   if (cmd == "expect-error") {

@@ -159,7 +159,7 @@ def test_quant_ramp_exact(host, tmp_path, case, int_bitwidth):
     assert (q > hi).any() and (q < lo).any()  # and the clamps are exercised at both ends
 
 
-@pytest.mark.parametrize("register", ["v2", "function"])
+@pytest.mark.parametrize("register", ["v2", "legacy", "function"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_quant_ramp_threads_and_registration(host, tmp_path, register, threads):
     n = 300_001
@@ -227,6 +227,38 @@ def test_run_per_channel_quant_from_files(host, tmp_path, rng):
         assert "1 output(s) bit-exact" in out
 
 
+@pytest.mark.parametrize("register", ["legacy", "v2", "function"])
+@pytest.mark.parametrize("global_pool", [False, True], ids=["session-pools", "global-pool"])
+def test_triton_replay(host, tmp_path, rng, register, global_pool):
+    """Triton's onnxruntime-backend lifecycle (see host_test.cc: triton) on the installed onnxruntime; every
+    release Triton ships is covered by test_ort_versions.py."""
+    model, name, x, want = _per_channel_case(tmp_path, rng)
+    args = [
+        "--in",
+        f"{name}={write_tensor(tmp_path / 'x.bin', x)}",
+        "--expect",
+        f"out0={write_tensor(tmp_path / 'y.bin', want)}",
+    ]
+    pool = ["--global-pool"] if global_pool else []
+    out = _ok([*host, "--threads", "2", "--register", register, *pool, "triton", model, "--instances", "4",
+               "--requests", "6", *args])  # fmt: skip
+    # 4 x 6 requests + 1 after the reload; registrations: auto-complete + 4 instances + reload
+    assert "4 instance(s), 25 request(s), 6 registration(s), 1 output(s) bit-exact" in out, out
+    assert f"register={register}" in out and f"global-pool={int(global_pool)}" in out
+
+
+def test_triton_replay_detects_a_wrong_expectation_and_a_missing_output(host, tmp_path, rng):
+    model, name, x, want = _per_channel_case(tmp_path, rng)
+    x_arg = f"{name}={write_tensor(tmp_path / 'x.bin', x)}"
+    wrong = want.copy()
+    wrong.reshape(-1)[3] = np.float32(123.0)
+    r = _run([*host, "--register", "legacy", "triton", model, "--in", x_arg, "--expect",
+              f"out0={write_tensor(tmp_path / 'w.bin', wrong)}"])  # fmt: skip
+    assert r.returncode == 1 and "instance" in r.stderr and "index 3" in r.stderr, r.stderr
+    r = _run([*host, "triton", model, "--in", x_arg, "--expect", f"nope={write_tensor(tmp_path / 'y.bin', want)}"])
+    assert r.returncode == 1 and "auto-complete: the model has no output named nope" in r.stderr, r.stderr
+
+
 def test_run_detects_a_wrong_expectation(host, tmp_path, rng):
     model, name, x, want = _per_channel_case(tmp_path, rng)
     wrong = want.copy()
@@ -289,6 +321,10 @@ def test_usage_errors(host, tmp_path):
     assert r.returncode == 2 and "usage" in r.stderr
     r = _run([*host, "--register", "sideways", "run", "m.onnx"])
     assert r.returncode == 2 and "--register" in r.stderr
+    r = _run([*host, "--global-pool", "run", "m.onnx", "--expect", "y=f"])
+    assert r.returncode == 2 and "--global-pool is for the triton command only" in r.stderr
+    r = _run([*host, "triton", "m.onnx", "--instances", "0", "--expect", "y=f"])
+    assert r.returncode == 2 and "--instances" in r.stderr
 
 
 def test_missing_libraries_are_reported(host, tmp_path):

@@ -316,7 +316,7 @@ class _ApiBase(ctypes.Structure):
     _fields_ = [("GetApi", GET_API_FN), ("GetVersionString", VERSION_FN)]
 
 
-@pytest.mark.parametrize("version,api_max", [("1.16.3", 16), ("1.17.3", 17), ("1.14.0", 14), ("0.9.0", 9)])
+@pytest.mark.parametrize("version,api_max", [("1.16.3", 16), ("1.17.3", 17), ("1.18.1", 18), ("1.14.0", 14), ("0.9.0", 9)])
 def test_old_onnxruntime_is_refused_at_registration(version, api_max):
     """A fake OrtApiBase of an old onnxruntime: RegisterCustomOps must return an error status made with that
     runtime's CreateStatus (OrtApi slot 0, present in every API version), naming the versions needed."""
@@ -346,14 +346,14 @@ def test_old_onnxruntime_is_refused_at_registration(version, api_max):
     assert st == 0x1234, "registration must fail with a status"
     assert len(messages) == 1
     msg = messages[0].decode()
-    _check(msg, "ortquant", version, "1.18")
+    _check(msg, "ortquant", version, "1.19")
 
 
 def test_supported_range_is_documented():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "ops.md").read_text()
-    assert "onnxruntime >= 1.18" in text
+    assert "onnxruntime >= 1.19" in text
 
 
 # ---- the error contract over a few mutations of every kind ----------------------------------------------------

@@ -150,9 +150,9 @@ Registry* g_registry = nullptr;  // deliberately leaked (see -z nodelete in CMak
 // The oldest onnxruntime ortquant runs on (docs/ops.md, "Supported onnxruntime"). Older releases lack what the
 // library relies on: API 17 for KernelContext_ParallelFor and the shape-inference hook, and a runtime that
 // honours the output types the hook declares when several kernels of one op differ only in output type (linger
-// o_bits 16/32, float outputs); with 1.17 such models load with misleading type errors.
-constexpr uint32_t kMinOrtMajor = 1, kMinOrtMinor = 18;
-constexpr const char* kMinOrtText = "1.18";
+// o_bits 16/32, float outputs): on 1.17 and 1.18 such models fail to load with misleading type errors (issue 9).
+constexpr uint32_t kMinOrtMajor = 1, kMinOrtMinor = 19;
+constexpr const char* kMinOrtText = "1.19";
 
 // Session config entry marking options the domains were added to (also read by the Python helper).
 constexpr const char* kRegisteredKey = "ortquant.registered";

@@ -54,10 +54,10 @@ def test_one_session_many_threads_bit_identical():
     def worker(t: int) -> None:
         try:
             for r in range(RUNS):
-                name, sess, feeds, want = work[(t + r) % len(work)]
+                _name, sess, feeds, want = work[(t + r) % len(work)]
                 for got, exp in zip(sess.run(None, feeds), want, strict=True):
                     assert_bitexact(got, exp)
-        except Exception as e:  # noqa: BLE001 - collected and reported by the main thread
+        except Exception as e:
             errors.append(f"thread {t}: {e!r}"[:500])
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]

@@ -28,12 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import numpy as np  # noqa: E402
-import onnx  # noqa: E402
-import onnxruntime  # noqa: E402, F401 - imported once here, so that forked children do not import it per case
-
-import fuzz_mutate as mutate  # noqa: E402
-import fuzz_seeds as seedmod  # noqa: E402
+import fuzz_mutate as mutate
+import fuzz_seeds as seedmod
+import numpy as np
+import onnxruntime  # noqa: F401 - imported once here, so that forked children do not import it per case
 
 BAD = ("error_unnamed", "non_text", "signal", "hang", "sanitizer", "harness")
 SANITIZER_EXIT = 86  # ASAN_OPTIONS/UBSAN_OPTIONS exitcode used by `make test-asan`
@@ -66,7 +64,7 @@ def _child(model_bytes: bytes, feeds_blob: bytes, node_names: list[str], lib: st
         return "non_text", repr(e)[:500]
     except MemoryError as e:  # Python itself out of memory (the cap): not ortquant's message
         return "error", "MemoryError " + repr(e)[:200]
-    except Exception as e:  # noqa: BLE001 - every onnxruntime error class
+    except Exception as e:
         msg = str(e)
         try:
             msg.encode("utf-8")
@@ -92,7 +90,7 @@ def _run_in_child(args: tuple[bytes, bytes, list[str], str], mem_bytes: int) -> 
                 os.dup2(devnull, 2)
             try:
                 res = _child(*args)
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 res = ("harness", repr(e)[:500])
             os.write(w, json.dumps(res).encode()[:60000])
         finally:
@@ -169,7 +167,7 @@ def run_campaign(
             try:
                 blob = c.model.SerializeToString()
                 fblob = _serialize_feeds(c.feeds)
-            except Exception as e:  # noqa: BLE001 - a mutation protobuf cannot hold: not a case
+            except Exception as e:
                 out[nxt] = Outcome(nxt, name, "skipped", repr(e)[:200], c.log)
                 nxt += 1
                 done += 1
@@ -231,7 +229,9 @@ def summarize(outcomes: list[Outcome]) -> dict:
     return {
         "cases": len(outcomes),
         "classes": dict(sorted(counts.items())),
-        "bad": [{"index": o.index, "seed": o.seed, "class": o.cls, "detail": o.detail, "mutations": o.log} for o in bad],
+        "bad": [
+            {"index": o.index, "seed": o.seed, "class": o.cls, "detail": o.detail, "mutations": o.log} for o in bad
+        ],
     }
 
 

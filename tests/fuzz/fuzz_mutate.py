@@ -17,27 +17,121 @@ from onnx import AttributeProto, TensorProto, helper, numpy_helper
 MAX_ELEMS = 1 << 18  # per fed or mutated tensor: the fuzzer probes sizes through attributes, not through big data
 
 INTERESTING_INTS = [
-    0, 1, -1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 31, 32, 33, 63, 64, 65, 127, 128, 255, 256, 1000, 4096, 65535,
-    65536, 65537, 1 << 20, 10**8, (1 << 31) - 1, 1 << 31, 1 << 32, 1 << 62, (1 << 63) - 1, -(1 << 63), -(1 << 31), -64,
+    0,
+    1,
+    -1,
+    2,
+    3,
+    4,
+    5,
+    7,
+    8,
+    9,
+    15,
+    16,
+    17,
+    24,
+    31,
+    32,
+    33,
+    63,
+    64,
+    65,
+    127,
+    128,
+    255,
+    256,
+    1000,
+    4096,
+    65535,
+    65536,
+    65537,
+    1 << 20,
+    10**8,
+    (1 << 31) - 1,
+    1 << 31,
+    1 << 32,
+    1 << 62,
+    (1 << 63) - 1,
+    -(1 << 63),
+    -(1 << 31),
+    -64,
 ]
 INTERESTING_FLOATS = [
-    math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, 1.0, 0.5, 2.0, 1e-45, 1e-38, 1e-30, 3.4e38, 1e30, 65504.0,
-    -128.0, 127.0, 0.1, 2.0**-20, 2.0**31, 2.0**63, -(2.0**70),
+    math.nan,
+    math.inf,
+    -math.inf,
+    0.0,
+    -0.0,
+    -1.0,
+    1.0,
+    0.5,
+    2.0,
+    1e-45,
+    1e-38,
+    1e-30,
+    3.4e38,
+    1e30,
+    65504.0,
+    -128.0,
+    127.0,
+    0.1,
+    2.0**-20,
+    2.0**31,
+    2.0**63,
+    -(2.0**70),
 ]
 BIT_WIDTHS = [0, 1, 2, 33, 64, 65, -1, 1.5, math.nan, math.inf, 2**40]
 INTERESTING_STRINGS = [
-    b"", b"\xff\xfe", b"abc\x80def", b"\xc3\x28", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"ROUND", b"floor", b"FLOOR",
-    b"HALF_EVEN", b"NHWC", b"NCHW", b"NC", b"constant", b"reflect", b"luna_quant", b"mlu_quant", b"INT4", b"BIPOLAR",
-    b"\x00", b"a\x00b", b"x" * 10000, "\u00e9\u4e2d".encode(), b"%s%n%x", b"ROUND\xff",
+    b"",
+    b"\xff\xfe",
+    b"abc\x80def",
+    b"\xc3\x28",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+    b"ROUND",
+    b"floor",
+    b"FLOOR",
+    b"HALF_EVEN",
+    b"NHWC",
+    b"NCHW",
+    b"NC",
+    b"constant",
+    b"reflect",
+    b"luna_quant",
+    b"mlu_quant",
+    b"INT4",
+    b"BIPOLAR",
+    b"\x00",
+    b"a\x00b",
+    b"x" * 10000,
+    "\u00e9\u4e2d".encode(),
+    b"%s%n%x",
+    b"ROUND\xff",
 ]
 DTYPES = [
-    TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE, TensorProto.INT8, TensorProto.UINT8,
-    TensorProto.INT16, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL, TensorProto.UINT16,
+    TensorProto.FLOAT,
+    TensorProto.FLOAT16,
+    TensorProto.DOUBLE,
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.INT16,
+    TensorProto.INT32,
+    TensorProto.INT64,
+    TensorProto.BOOL,
+    TensorProto.UINT16,
 ]
 NP_OF = {
-    TensorProto.FLOAT: np.float32, TensorProto.FLOAT16: np.float16, TensorProto.DOUBLE: np.float64,
-    TensorProto.INT8: np.int8, TensorProto.UINT8: np.uint8, TensorProto.INT16: np.int16,
-    TensorProto.UINT16: np.uint16, TensorProto.INT32: np.int32, TensorProto.INT64: np.int64, TensorProto.BOOL: np.bool_,
+    TensorProto.FLOAT: np.float32,
+    TensorProto.FLOAT16: np.float16,
+    TensorProto.DOUBLE: np.float64,
+    TensorProto.INT8: np.int8,
+    TensorProto.UINT8: np.uint8,
+    TensorProto.INT16: np.int16,
+    TensorProto.UINT16: np.uint16,
+    TensorProto.INT32: np.int32,
+    TensorProto.INT64: np.int64,
+    TensorProto.BOOL: np.bool_,
 }
 
 
@@ -130,7 +224,7 @@ def m_attr_ints(rng: random.Random, c: Case) -> bool:
     elif r < 0.75:
         vals = vals[:-1]
     elif r < 0.9:
-        vals = vals + [rng.choice(INTERESTING_INTS)]
+        vals = [*vals, rng.choice(INTERESTING_INTS)]
     else:
         vals = [rng.choice(INTERESTING_INTS)] * rng.choice([1, 2, 4, 8])
     del a.ints[:]
@@ -153,7 +247,9 @@ def m_attr_string(rng: random.Random, c: Case) -> bool:
     p = _pick_attr(rng, c, (AttributeProto.STRING,))
     if not p:
         n = rng.choice(c.custom_nodes() or c.nodes)
-        name = rng.choice(["rounding_mode", "platform_quant", "mode", "data_layout", "out_dtype", "round_mode", "auto_pad"])
+        name = rng.choice(
+            ["rounding_mode", "platform_quant", "mode", "data_layout", "out_dtype", "round_mode", "auto_pad"]
+        )
         n.attribute.append(helper.make_attribute(name, rng.choice(INTERESTING_STRINGS)))
         c.log.append(f"attr_string_add {n.name}.{name}")
         return True
@@ -363,7 +459,9 @@ def m_input_values(rng: random.Random, c: Case) -> bool:
         flat = a.copy()
         for _ in range(rng.randint(1, max(1, a.size))):
             if a.size:
-                flat[rng.randrange(a.size)] = rng.choice([-1, 0, 1, 2, 3, 5, 100, 65536, 2**31 - 1, -(2**31), 2**40, -(2**62)])
+                flat[rng.randrange(a.size)] = rng.choice(
+                    [-1, 0, 1, 2, 3, 5, 100, 65536, 2**31 - 1, -(2**31), 2**40, -(2**62)]
+                )
         with np.errstate(all="ignore"):
             c.feeds[v.name] = flat.astype(a.dtype)
     else:
@@ -427,10 +525,23 @@ def m_op_swap(rng: random.Random, c: Case) -> bool:
 
 
 MUTATIONS: list[tuple[Callable[[random.Random, Case], bool], int]] = [
-    (m_attr_int, 10), (m_attr_ints, 10), (m_attr_float, 8), (m_attr_string, 4), (m_attr_retype, 3),
-    (m_attr_remove, 3), (m_attr_add, 6), (m_init_values, 10), (m_init_dtype, 3), (m_init_shape, 5),
-    (m_init_to_input, 3), (m_input_shape, 10), (m_input_dtype, 3), (m_input_values, 8), (m_node_inputs, 3),
-    (m_output_type, 3), (m_op_swap, 3),
+    (m_attr_int, 10),
+    (m_attr_ints, 10),
+    (m_attr_float, 8),
+    (m_attr_string, 4),
+    (m_attr_retype, 3),
+    (m_attr_remove, 3),
+    (m_attr_add, 6),
+    (m_init_values, 10),
+    (m_init_dtype, 3),
+    (m_init_shape, 5),
+    (m_init_to_input, 3),
+    (m_input_shape, 10),
+    (m_input_dtype, 3),
+    (m_input_values, 8),
+    (m_node_inputs, 3),
+    (m_output_type, 3),
+    (m_op_swap, 3),
 ]
 
 

@@ -279,10 +279,19 @@ void* KernelContext::output(size_t i, const Shape& shape) const {
   size_t es = 8;
   if (out_elem_bytes_ != nullptr && i < out_elem_bytes_->size() && (*out_elem_bytes_)[i] != 0)
     es = (*out_elem_bytes_)[i];
-  const std::string what = "output " + std::to_string(i) + " of shape " + shape_str(shape);
-  checked_bytes(shape_size(shape), static_cast<int64_t>(es), what.c_str());
+  // O(rank) per call; the message is only built on the error path.
+  const int64_t n = shape_size(shape);
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(es), &bytes) || bytes > kMaxTensorBytes) {
+    const std::string what = "output " + std::to_string(i) + " of shape " + shape_str(shape);
+    checked_bytes(n, static_cast<int64_t>(es), what.c_str());  // throws naming the size and the limit
+  }
   OrtValue* v = nullptr;
-  check(g_api->KernelContext_GetOutput(ctx_, i, shape.data(), shape.size(), &v));
+  if (OrtStatus* st = g_api->KernelContext_GetOutput(ctx_, i, shape.data(), shape.size(), &v)) {
+    const std::string msg = g_api->GetErrorMessage(st);
+    g_api->ReleaseStatus(st);
+    throw_error("could not allocate output ", i, " of shape ", shape_str(shape), " (", bytes, " bytes): ", msg);
+  }
   void* data = nullptr;
   check(g_api->GetTensorMutableData(v, &data));
   return data;

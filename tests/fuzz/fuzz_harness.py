@@ -137,6 +137,7 @@ def run_campaign(
     progress: bool = False,
     only: str | None = None,
     mutations: bool = True,
+    partial_out: str | None = None,
 ) -> list[Outcome]:
     """Runs n_cases mutated cases; returns one Outcome per case (in case order). mutations=False runs the seeds
     themselves (n_cases is then ignored)."""
@@ -220,6 +221,10 @@ def run_campaign(
             done += 1
             if progress and done % 500 == 0:
                 print(f"{done}/{n_cases} cases, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+                if partial_out:  # a long campaign's figures so far
+                    rep = summarize([x for x in out if x is not None])
+                    rep["seconds"] = round(time.time() - t0, 1)
+                    Path(partial_out).write_text(json.dumps(rep, indent=1, default=str))
     return [o for o in out if o is not None]
 
 
@@ -246,7 +251,7 @@ def main() -> int:
     ap.add_argument("--out", default=None, help="write the JSON report here")
     a = ap.parse_args()
     t0 = time.time()
-    res = run_campaign(a.cases, a.seed, a.jobs, a.timeout, a.mem_gib, progress=True, only=a.only)
+    res = run_campaign(a.cases, a.seed, a.jobs, a.timeout, a.mem_gib, progress=True, only=a.only, partial_out=a.out)
     rep = summarize(res)
     rep["seconds"] = round(time.time() - t0, 1)
     rep["seed"] = a.seed

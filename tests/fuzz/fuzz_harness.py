@@ -85,8 +85,9 @@ def _run_in_child(args: tuple[bytes, bytes, list[str], str], mem_bytes: int) -> 
             if mem_bytes and not UNDER_ASAN:  # ASan maps terabytes of shadow: it caps allocations itself
                 resource.setrlimit(resource.RLIMIT_AS, (mem_bytes, mem_bytes))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if not UNDER_ASAN:  # onnxruntime's Python wrapper prints retries; sanitizer reports stay visible
-                devnull = os.open(os.devnull, os.O_WRONLY)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)  # onnxruntime's Python wrapper prints its retries
+            if not UNDER_ASAN:  # sanitizer reports (stderr) stay visible
                 os.dup2(devnull, 2)
             try:
                 res = _child(*args)

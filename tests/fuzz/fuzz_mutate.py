@@ -81,6 +81,14 @@ INTERESTING_FLOATS = [
     2.0**63,
     -(2.0**70),
 ]
+SMALL_INTS = [0, 0, 1, -1, 2, 3, 64, 65, 1 << 62]  # zero strides, sizes near the limits, overflow bait
+
+
+def pick_int(rng: random.Random) -> int:
+    """An interesting int, biased toward the values that broke things (0, 1, -1, 64/65, 2**62)."""
+    return rng.choice(SMALL_INTS) if rng.random() < 0.5 else rng.choice(INTERESTING_INTS)
+
+
 BIT_WIDTHS = [0, 1, 2, 33, 64, 65, -1, 1.5, math.nan, math.inf, 2**40]
 INTERESTING_STRINGS = [
     b"",
@@ -205,7 +213,7 @@ def m_attr_int(rng: random.Random, c: Case) -> bool:
     if not p:
         return False
     n, i = p
-    v = rng.choice(INTERESTING_INTS) if rng.random() < 0.8 else n.attribute[i].i + rng.choice([-2, -1, 1, 2])
+    v = pick_int(rng) if rng.random() < 0.8 else n.attribute[i].i + rng.choice([-2, -1, 1, 2])
     n.attribute[i].i = max(-(1 << 63), min((1 << 63) - 1, v))
     c.log.append(f"attr_int {n.name}.{n.attribute[i].name}={n.attribute[i].i}")
     return True
@@ -220,13 +228,13 @@ def m_attr_ints(rng: random.Random, c: Case) -> bool:
     vals = list(a.ints)
     r = rng.random()
     if vals and r < 0.6:
-        vals[rng.randrange(len(vals))] = rng.choice(INTERESTING_INTS)
+        vals[rng.randrange(len(vals))] = pick_int(rng)
     elif r < 0.75:
         vals = vals[:-1]
     elif r < 0.9:
         vals = [*vals, rng.choice(INTERESTING_INTS)]
     else:
-        vals = [rng.choice(INTERESTING_INTS)] * rng.choice([1, 2, 4, 8])
+        vals = [pick_int(rng)] * rng.choice([1, 2, 4, 8])
     del a.ints[:]
     a.ints.extend(vals)
     c.log.append(f"attr_ints {n.name}.{a.name}={vals}")

@@ -67,7 +67,7 @@ ASAN_ENV := LD_PRELOAD=$$(g++ -print-file-name=libasan.so) \
 test-asan: venv
 	@flock $(ASAN_BUILD).lock bash -c 'set -e; \
 	  if [ ! -f $(ASAN_BUILD)/CMakeCache.txt ]; then \
-	    cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DORTQUANT_SANITIZE=ON \
+	    cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DORTQUANT_SANITIZE=ON \
 	      -DORTQUANT_INPLACE=OFF -DORTQUANT_BUILD_HOST_TEST=OFF \
 	      -DPython_EXECUTABLE=$(abspath $(VPY)) -Dpybind11_DIR=$$($(VPY) -m pybind11 --cmakedir) >/dev/null; \
 	  fi; \

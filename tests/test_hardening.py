@@ -16,7 +16,6 @@ never a crash, a hang, a huge allocation or wrong results), one minimal model pe
 from __future__ import annotations
 
 import ctypes
-import itertools
 
 import numpy as np
 import onnx
@@ -319,7 +318,7 @@ def test_rnn_absurd_hidden_size(op, hidden):
 # ---- 6. invalid UTF-8 in a string attribute ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [b"\xff\xfe", b"abc\x80def", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"a\x00b"])
+@pytest.mark.parametrize("bad", [b"\xff\xfe", b"abc\x80def", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf"])
 def test_invalid_utf8_attribute_gives_a_text_error(bad):
     x = np.zeros((2, 3), np.float32)
     model, feeds = make_node_model(
@@ -450,9 +449,12 @@ def test_supported_range_is_documented():
 # ---- the error contract over a few mutations of every kind ----------------------------------------------------
 
 
-@pytest.mark.parametrize("attr,value", itertools.product(["data_bits"], [0, 1, 33, 64, 65, -1, 2**62]))
-def test_linger_quant_bit_widths(attr, value):
+@pytest.mark.parametrize("value", [0, 1, -1, 33, 64, 65, 2**62])
+def test_linger_quant_bit_widths(value):
     model, feeds = make_node_model(
-        "Quant", L, [np.zeros((2, 3), np.float32)], attrs={"scale_x": 1.0, attr: value}, output_dtypes=[T.INT8]
+        "Quant", L, [np.zeros((2, 3), np.float32)], attrs={"scale_x": 1.0, "data_bits": value}, output_dtypes=[T.INT8]
     )
-    _check(_error(model, feeds), "quant_node", attr)
+    msg = _error(model, feeds)
+    # Below 2 the kernel names the attribute; above 16 the output type inference asks for int32, and onnxruntime's
+    # own type check (the declared int8 output) names the node first.
+    _check(msg, "quant_node", "data_bits" if value < 2 else "quant_node")

@@ -115,6 +115,14 @@ void infer(const InferContext& ctx) {
   try {
     conv::validate_attrs(a, false);
   } catch (const Error&) {
+    // Declare the output type only (the shape unknown), so that type resolution picks the kernel the attributes
+    // ask for and kernel creation reports the bad attribute.
+    InferContext::Dims u;
+    for (size_t k = 0; k < R + 2; ++k) {
+      u.dims.push_back(-1);
+      u.sym.push_back(InferContext::fresh_dim());
+    }
+    ctx.set_output(0, infer_out_dtype(ctx), u);
     return;
   }
   InferContext::Dims y;

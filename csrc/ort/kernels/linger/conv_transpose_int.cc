@@ -97,6 +97,14 @@ void infer(const InferContext& ctx) {
   try {
     conv::validate_attrs(a, true);
   } catch (const Error&) {
+    // Declare the output type only (the shape unknown), so that type resolution picks the kernel the attributes
+    // ask for and kernel creation reports the bad attribute.
+    InferContext::Dims u;
+    for (size_t k = 0; k < 4; ++k) {
+      u.dims.push_back(-1);
+      u.sym.push_back(InferContext::fresh_dim());
+    }
+    ctx.set_output(0, infer_out_dtype(ctx), u);
     return;
   }
   const int64_t group = a.group;

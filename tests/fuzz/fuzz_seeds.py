@@ -141,7 +141,7 @@ def _handwritten() -> list[Seed]:
         "q_xnor",
         "XnorPopcountMatMul",
         Q,
-        [np.sign(f32(3, 8)).astype(np.float32), np.sign(f32(8, 5)).astype(np.float32)],
+        [(f32(3, 8) > 0).astype(np.float32), (f32(8, 5) > 0).astype(np.float32)],
         [False, True],
         {},
         [F],

@@ -8,8 +8,12 @@
 namespace ortquant {
 
 int64_t shape_size(const Shape& s) {
+  // Checked: every op's element count goes through here (a model's shape may be absurd, docs/ops.md Limits).
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    if (d < 0) throw_error("negative dimension in shape ", shape_str(s));
+    if (__builtin_mul_overflow(n, d, &n)) throw_error("the element count of shape ", shape_str(s), " overflows int64");
+  }
   return n;
 }
 

@@ -5,10 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "core/checked.h"
+
 namespace ortquant {
 
 using Shape = std::vector<int64_t>;
 
+// Element count; throws Error on a negative dim or int64 overflow (checked: shapes come from models).
 int64_t shape_size(const Shape& s);
 std::string shape_str(const Shape& s);
 // numpy broadcast of several shapes; throws Error naming the shapes when they do not broadcast.

@@ -92,8 +92,10 @@ OwnedTensor OwnedTensor::copy_of(const TensorView& v) {
   OwnedTensor t;
   t.dtype = v.dtype;
   t.shape = v.shape;
-  const size_t n = static_cast<size_t>(v.size()) * dtype_size(v.dtype);
-  if (n == 0 && v.size() != 0) throw_error("constant input of type ", dtype_name(v.dtype), " is not supported");
+  if (dtype_size(v.dtype) == 0 && v.size() != 0)
+    throw_error("constant input of type ", dtype_name(v.dtype), " is not supported");
+  const size_t n = static_cast<size_t>(
+      checked_bytes(v.size(), static_cast<int64_t>(dtype_size(v.dtype)), "a copy of a constant input"));
   t.bytes.resize(n);
   if (n) std::memcpy(t.bytes.data(), v.data, n);
   return t;
@@ -274,8 +276,22 @@ TensorView KernelContext::required_input(size_t i) const {
 }
 
 void* KernelContext::output(size_t i, const Shape& shape) const {
+  size_t es = 8;
+  if (out_elem_bytes_ != nullptr && i < out_elem_bytes_->size() && (*out_elem_bytes_)[i] != 0)
+    es = (*out_elem_bytes_)[i];
+  // O(rank) per call; the message is only built on the error path.
+  const int64_t n = shape_size(shape);
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(es), &bytes) || bytes > kMaxTensorBytes) {
+    const std::string what = "output " + std::to_string(i) + " of shape " + shape_str(shape);
+    checked_bytes(n, static_cast<int64_t>(es), what.c_str());  // throws naming the size and the limit
+  }
   OrtValue* v = nullptr;
-  check(g_api->KernelContext_GetOutput(ctx_, i, shape.data(), shape.size(), &v));
+  if (OrtStatus* st = g_api->KernelContext_GetOutput(ctx_, i, shape.data(), shape.size(), &v)) {
+    const std::string msg = g_api->GetErrorMessage(st);
+    g_api->ReleaseStatus(st);
+    throw_error("could not allocate output ", i, " of shape ", shape_str(shape), " (", bytes, " bytes): ", msg);
+  }
   void* data = nullptr;
   check(g_api->GetTensorMutableData(v, &data));
   return data;
@@ -319,6 +335,43 @@ void KernelContext::parallel_range(int64_t total, int64_t grain, const std::func
 
 void expect_dtype(const TensorView& t, ONNXTensorElementDataType want, const char* what) {
   if (t.dtype != want) throw_error(what, " must be ", dtype_name(want), ", got ", dtype_name(t.dtype));
+}
+
+std::string to_valid_utf8(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  static const char* hex = "0123456789abcdef";
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) len = 1, cp = c;
+    else if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) ok = false;
+      else cp = (cp << 6) | (p[i + k] & 0x3F);
+    }
+    // Reject overlong forms, surrogates and code points past U+10FFFF (what Python's decoder rejects).
+    if (ok && ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+               (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF))
+      ok = false;
+    if (ok && c == 0) ok = false;  // an embedded NUL would cut the C string
+    if (ok) {
+      out.append(s, i, len);
+      i += len;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+      i += 1;
+    }
+  }
+  return out;
 }
 
 double scalar_value(const TensorView& t, const char* what) {
@@ -482,10 +535,23 @@ namespace {
 
 struct KernelHolder {
   std::unique_ptr<OpKernel> kernel;
-  std::string prefix;  // "OpType node 'name': "
+  std::string prefix;              // "OpType node 'name': "
+  std::vector<size_t> out_elem;    // element size per output (0 = unknown)
 };
 
-OrtStatus* make_status(OrtErrorCode code, const std::string& msg) { return g_api->CreateStatus(code, msg.c_str()); }
+// Every error status goes through here: valid UTF-8 always (node names and attribute strings come from the model).
+OrtStatus* make_status(OrtErrorCode code, const std::string& msg) {
+  return g_api->CreateStatus(code, to_valid_utf8(msg).c_str());
+}
+
+// The message of a std::bad_alloc: what was being allocated and how big, when a checked size was recorded.
+std::string oom_message(const char* phase) {
+  std::string m = std::string("out of memory (std::bad_alloc) ") + phase;
+  const AllocationNote n = last_allocation();
+  if (n.what != nullptr)
+    m += "; the last buffer sized from the model was " + std::to_string(n.bytes) + " bytes for " + n.what;
+  return m + " (limits: docs/ops.md)";
+}
 
 const CustomOp* self(const OrtCustomOp* op) { return static_cast<const CustomOp*>(op); }
 
@@ -498,12 +564,14 @@ OrtStatusPtr ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api
     KernelInfo ki(info);
     prefix = self(op)->spec.name + " node '" + ki.node_name() + "': ";
     auto holder = std::make_unique<KernelHolder>();
+    clear_allocation_note();
     holder->kernel = self(op)->spec.factory(ki);
     holder->prefix = prefix;
+    for (size_t i = 0; i < ki.output_count(); ++i) holder->out_elem.push_back(dtype_size(ki.output_dtype(i)));
     *kernel = holder.release();
     return nullptr;
   } catch (const std::bad_alloc&) {
-    return make_status(ORT_FAIL, prefix + "out of memory");
+    return make_status(ORT_FAIL, prefix + oom_message("while creating the kernel"));
   } catch (const std::exception& e) {
     return make_status(ORT_INVALID_ARGUMENT, prefix + e.what());
   } catch (...) {
@@ -514,11 +582,12 @@ OrtStatusPtr ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api
 OrtStatusPtr ORT_API_CALL compute_kernel(void* kernel, OrtKernelContext* context) {
   auto* h = static_cast<KernelHolder*>(kernel);
   try {
-    KernelContext ctx(context);
+    clear_allocation_note();
+    KernelContext ctx(context, &h->out_elem);
     h->kernel->compute(ctx);
     return nullptr;
   } catch (const std::bad_alloc&) {
-    return make_status(ORT_FAIL, h->prefix + "out of memory");
+    return make_status(ORT_FAIL, h->prefix + oom_message("while running"));
   } catch (const std::exception& e) {
     return make_status(ORT_INVALID_ARGUMENT, h->prefix + e.what());
   } catch (...) {

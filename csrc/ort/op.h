@@ -84,11 +84,16 @@ class KernelInfo {
 // Inputs, outputs and the intra-op thread pool of one Compute call.
 class KernelContext {
  public:
-  explicit KernelContext(OrtKernelContext* ctx) : ctx_(ctx) {}
+  // out_elem_bytes: per output, the element size onnxruntime resolved at kernel creation (0 = unknown, counted
+  // as 8), used to refuse outputs over kMaxTensorBytes before onnxruntime allocates them.
+  explicit KernelContext(OrtKernelContext* ctx, const std::vector<size_t>* out_elem_bytes = nullptr)
+      : ctx_(ctx), out_elem_bytes_(out_elem_bytes) {}
   size_t input_count() const;
   // nullopt when an optional input is absent.
   std::optional<TensorView> input(size_t i) const;
   TensorView required_input(size_t i) const;
+  // Allocates output i. Throws Error naming the output and the limit when its size overflows or exceeds
+  // kMaxTensorBytes (docs/ops.md, Limits).
   void* output(size_t i, const Shape& shape) const;
   template <class T>
   T* output_as(size_t i, const Shape& shape) const { return static_cast<T*>(output(i, shape)); }
@@ -99,6 +104,7 @@ class KernelContext {
 
  private:
   OrtKernelContext* ctx_;
+  const std::vector<size_t>* out_elem_bytes_;
 };
 
 class OpKernel {
@@ -175,6 +181,9 @@ struct CustomOp : OrtCustomOp {
 
 // Elements per parallel task for bandwidth-bound elementwise kernels.
 constexpr int64_t kElementwiseGrain = 1 << 16;
+
+// Error text is always valid UTF-8: bytes that are not (an attribute string echoed into a message) become \xNN.
+std::string to_valid_utf8(const std::string& s);
 
 // Helpers shared by kernels.
 void expect_dtype(const TensorView& t, ONNXTensorElementDataType want, const char* what);

@@ -2,10 +2,12 @@
 // is given (it does not link libonnxruntime), requests min(runtime API, ORT_API_VERSION), and creates its
 // OrtCustomOp and OrtCustomOpDomain objects once per process; they live until the process ends.
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ort/kernels/linger/linger_matrix_ops.h"
@@ -145,6 +147,27 @@ struct Registry {
 std::mutex g_mutex;
 Registry* g_registry = nullptr;  // deliberately leaked (see -z nodelete in CMakeLists.txt)
 
+// The oldest onnxruntime ortquant runs on (docs/ops.md, "Supported onnxruntime"). Older releases lack what the
+// library relies on: API 17 for KernelContext_ParallelFor and the shape-inference hook, and a runtime that
+// honours the output types the hook declares when several kernels of one op differ only in output type (linger
+// o_bits 16/32, float outputs): on 1.17 and 1.18 such models fail to load with misleading type errors (issue 9).
+constexpr uint32_t kMinOrtMajor = 1, kMinOrtMinor = 19;
+constexpr const char* kMinOrtText = "1.19";
+
+// Session config entry marking options the domains were added to (also read by the Python helper).
+constexpr const char* kRegisteredKey = "ortquant.registered";
+
+// (major, minor) of "1.31.1"; (0, 0) when unknown.
+std::pair<uint32_t, uint32_t> runtime_version(const OrtApiBase* base) {
+  const char* v = base->GetVersionString();
+  if (v == nullptr) return {0, 0};
+  char* end = nullptr;
+  const unsigned long major = std::strtoul(v, &end, 10);
+  if (end == nullptr || *end != '.') return {0, 0};
+  const unsigned long minor = std::strtoul(end + 1, nullptr, 10);
+  return {static_cast<uint32_t>(major), static_cast<uint32_t>(minor)};
+}
+
 uint32_t runtime_api_version(const OrtApiBase* base) {
   // "1.31.1" -> 31. The C API version equals onnxruntime's minor version.
   const char* v = base->GetVersionString();
@@ -191,6 +214,19 @@ __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps
   using namespace ortquant::ort;
   if (api_base == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(g_mutex);
+  const auto [major, minor] = runtime_version(api_base);
+  if (major < kMinOrtMajor || (major == kMinOrtMajor && minor < kMinOrtMinor)) {
+    // Refuse with that runtime's own CreateStatus (slot 0 of every OrtApi version).
+    const OrtApi* old = nullptr;
+    for (int v = static_cast<int>(std::min<uint32_t>(minor, ORT_API_VERSION)); v >= 1 && old == nullptr; --v)
+      old = api_base->GetApi(static_cast<uint32_t>(v));
+    if (old == nullptr) return nullptr;  // nothing to report through
+    const char* vs = api_base->GetVersionString();
+    const std::string msg = std::string("ortquant needs onnxruntime >= ") + kMinOrtText + " (C API " +
+                            std::to_string(kMinOrtMinor) + " or newer); this process runs onnxruntime " +
+                            (vs != nullptr ? vs : "of unknown version") + ". Upgrade onnxruntime.";
+    return old->CreateStatus(ORT_FAIL, msg.c_str());
+  }
   uint32_t version = runtime_api_version(api_base);
   const OrtApi* api = nullptr;
   for (; version >= 17 && api == nullptr; --version) api = api_base->GetApi(version);
@@ -201,8 +237,22 @@ __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps
     if (g_registry == nullptr) {
       if (OrtStatus* st = build_registry(version)) return st;
     }
+    // Idempotent per SessionOptions: adding the domains twice makes session creation fail with "Domain already
+    // set in registry" (a plain register_custom_ops_library followed by ortquant.register/InferenceSession, or
+    // two plain registrations). The options remember the registration in a config entry.
+    int registered = 0;
+    if (options != nullptr) {
+      if (OrtStatus* st = g_api->HasSessionConfigEntry(options, kRegisteredKey, &registered)) {
+        g_api->ReleaseStatus(st);
+        registered = 0;
+      }
+    }
+    if (registered) return nullptr;
     for (OrtCustomOpDomain* d : g_registry->domains) {
       if (OrtStatus* st = g_api->AddCustomOpDomain(options, d)) return st;
+    }
+    if (options != nullptr) {
+      if (OrtStatus* st = g_api->AddSessionConfigEntry(options, kRegisteredKey, "1")) return st;
     }
   } catch (const std::exception& e) {
     return g_api->CreateStatus(ORT_FAIL, (std::string("ortquant: ") + e.what()).c_str());

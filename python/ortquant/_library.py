@@ -74,15 +74,17 @@ def _is_registered(session_options: Any) -> bool:
 def register(session_options: Any) -> Any:
     """Register ortquant's ops on an ``onnxruntime.SessionOptions`` and return it.
 
-    Registering twice on the same options object through this function is a no-op (onnxruntime itself would
-    fail at session creation with "Domain already set in registry"). The mark is a session config entry
-    (``ortquant.registered``), so it only knows about registrations made here.
+    Registering twice on the same options object is a no-op, also when the first registration was the plain
+    ``session_options.register_custom_ops_library(ortquant.library_path())`` (onnxruntime itself would fail at
+    session creation with "Domain already set in registry"): the native library marks the options it added its
+    domains to with the session config entry ``ortquant.registered`` and skips marked options.
     """
     if _is_registered(session_options):
         return session_options
     _check_onnxruntime_version()
     session_options.register_custom_ops_library(library_path())
-    session_options.add_session_config_entry(_REGISTERED_KEY, "1")
+    if not _is_registered(session_options):  # the native library marks the options itself
+        session_options.add_session_config_entry(_REGISTERED_KEY, "1")
     return session_options
 
 

@@ -20,13 +20,20 @@ using gemm::PackedWeights;
 using gemm::Parallel;
 
 void validate_attrs(const ConvAttrs& a, bool transposed) {
-  if (a.sw > 64) throw_error("strides must be at most 64, got [", a.sh, ", ", a.sw, "]");
-  if (a.kh < 1 || a.kw < 1) throw_error("kernel_shape must be positive, got [", a.kh, ", ", a.kw, "]");
-  if (a.sh < 1 || a.sw < 1) throw_error("strides must be positive, got [", a.sh, ", ", a.sw, "]");
-  if (a.dh < 1 || a.dw < 1) throw_error("dilations must be positive, got [", a.dh, ", ", a.dw, "]");
-  if (a.pt < 0 || a.pl < 0 || a.pb < 0 || a.pr < 0)
-    throw_error("pads must not be negative, got [", a.pt, ", ", a.pl, ", ", a.pb, ", ", a.pr, "]");
-  if (a.group < 1) throw_error("group must be positive, got ", a.group);
+  // Limits (docs/ops.md): strides in [1, 64] in both dimensions (the phase-plane engine keeps per-phase tables of
+  // 64 entries and allocates stride_h * stride_w planes), kernel, dilations and pads at most kMaxGeometry. With
+  // them every size below fits int64 with room to spare, and the byte limit bounds every buffer.
+  check_range("kernel_shape", a.kh, 1, kMaxGeometry, "height");
+  check_range("kernel_shape", a.kw, 1, kMaxGeometry, "width");
+  check_range("strides", a.sh, 1, kMaxConvStride, "height");
+  check_range("strides", a.sw, 1, kMaxConvStride, "width");
+  check_range("dilations", a.dh, 1, kMaxGeometry, "height");
+  check_range("dilations", a.dw, 1, kMaxGeometry, "width");
+  check_range("pads", a.pt, 0, kMaxGeometry, "top");
+  check_range("pads", a.pl, 0, kMaxGeometry, "left");
+  check_range("pads", a.pb, 0, kMaxGeometry, "bottom");
+  check_range("pads", a.pr, 0, kMaxGeometry, "right");
+  check_range("group", a.group, 1, INT32_MAX);
   if (transposed) {
     if (a.oph < 0 || a.opw < 0 || a.oph >= std::max(a.sh, a.dh) || a.opw >= std::max(a.sw, a.dw))
       throw_error("output_padding [", a.oph, ", ", a.opw, "] must be non-negative and smaller than max(stride, dilation)");
@@ -36,8 +43,10 @@ void validate_attrs(const ConvAttrs& a, bool transposed) {
 }
 
 int64_t conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, const char* what) {
-  const int64_t span = d * (k - 1) + 1;
-  const int64_t padded = in + p0 + p1;
+  if (in < 0) throw_error("input ", what, " ", in, " is negative");
+  if (s < 1 || d < 1 || k < 1) throw_error("kernel, stride and dilation must be positive");
+  const int64_t span = checked_add(checked_mul(d, k - 1, "dilated kernel"), 1, "dilated kernel");
+  const int64_t padded = checked_add(checked_add(in, p0, "padded input"), p1, "padded input");
   if (padded < span)
     throw_error("input ", what, " ", in, " (padded ", padded, ") is smaller than the dilated kernel ", span);
   return (padded - span) / s + 1;
@@ -45,8 +54,12 @@ int64_t conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, in
 
 int64_t conv_transpose_out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, int64_t op,
                                const char* what) {
-  const int64_t out = (in - 1) * s + d * (k - 1) + 1 + op - p0 - p1;
-  if (in < 1 || out < 1) throw_error("output ", what, " would be ", out, " (input ", in, ", pads ", p0, "+", p1, ")");
+  if (in < 1) throw_error("input ", what, " ", in, " must be positive");
+  const char* c = "transposed convolution output size";
+  int64_t out = checked_mul(in - 1, s, c);
+  out = checked_add(out, checked_mul(d, k - 1, c), c);
+  out = checked_sub(checked_sub(checked_add(out, 1 + op, c), p0, c), p1, c);
+  if (out < 1) throw_error("output ", what, " would be ", out, " (input ", in, ", pads ", p0, "+", p1, ")");
   return out;
 }
 
@@ -118,8 +131,12 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
   // Per column phase q: the columns [first, end) whose input column x*sw + q - pl lies in [0, w).
   int64_t first[64], end[64];
   for (int64_t q = 0; q < sw && q < 64; ++q) {
-    first[q] = std::min(cols, a.pl - q > 0 ? (a.pl - q + sw - 1) / sw : 0);
-    end[q] = std::max(first[q], std::min(cols, (w - 1 + a.pl - q) / sw + 1));
+    // Phase q's column x reads input column x*sw + q - pl: the valid x are ceil((pl - q) / sw) ..
+    // floor((w - 1 + pl - q) / sw). Both divisions round toward -infinity/+infinity explicitly: the numerators are
+    // negative when sw > w + pl (a narrow input with a large stride), and C++ '/' truncates toward zero, which
+    // would admit one column that does not exist (a heap over-read, issue 9).
+    first[q] = std::clamp<int64_t>(ceil_div(a.pl - q, sw, "conv phase columns"), 0, cols);
+    end[q] = std::max(first[q], std::min(cols, floor_div(w - 1 + a.pl - q, sw, "conv phase columns") + 1));
   }
   for (int64_t c = 0; c < channels; ++c) {
     const int8_t* plane_in = x + c * h * w;

@@ -9,17 +9,37 @@
 namespace ortquant::linger {
 
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pad_begin, int64_t pad_end, bool ceil_mode) {
-  const int64_t span = in + pad_begin + pad_end - k;
-  if (span < 0) throw_error("kernel ", k, " is larger than the padded input ", in + pad_begin + pad_end);
-  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (in < 0) throw_error("negative input size ", in);
+  check_range("kernel_shape", k, 1, kMaxGeometry);
+  check_range("strides", s, 1, kMaxGeometry);
+  check_range("pads", pad_begin, 0, kMaxGeometry);
+  check_range("pads", pad_end, 0, kMaxGeometry);
+  const int64_t padded = checked_add(checked_add(in, pad_begin, "padded input"), pad_end, "padded input");
+  const int64_t span = padded - k;
+  if (span < 0) throw_error("kernel ", k, " is larger than the padded input ", padded);
+  int64_t out = (ceil_mode ? ceil_div(span, s, "pooling output size") : floor_div(span, s, "pooling output size")) + 1;
   // The last window must start inside the input or the left padding (torch).
   if (ceil_mode && (out - 1) * s >= in + pad_begin) --out;
   if (out <= 0) throw_error("pooling output size ", out, " is not positive");
   return out;
 }
 
+void Pool2dParams::validate() const {
+  check_range("kernel_shape", kh, 1, kMaxGeometry, "height");
+  check_range("kernel_shape", kw, 1, kMaxGeometry, "width");
+  check_range("strides", sh, 1, kMaxGeometry, "height");
+  check_range("strides", sw, 1, kMaxGeometry, "width");
+  const int64_t pads[4] = {pt, pl, pb, pr};
+  for (int i = 0; i < 4; ++i) {
+    check_range("pads", pads[i], 0, kMaxGeometry);
+    if (2 * pads[i] > (i % 2 == 0 ? kh : kw))
+      throw_error("pad ", pads[i], " must be at most half the kernel size ", i % 2 == 0 ? kh : kw);
+  }
+}
+
 Shape avgpool2d_shape(const Shape& in, const Pool2dParams& p) {
   if (in.size() != 4) throw_error("input must be 4-D NCHW, got shape ", shape_str(in));
+  p.validate();
   return {in[0], in[1], pool_out_size(in[2], p.kh, p.sh, p.pt, p.pb, p.ceil_mode),
           pool_out_size(in[3], p.kw, p.sw, p.pl, p.pr, p.ceil_mode)};
 }

@@ -16,9 +16,14 @@ struct Pool2dParams {
   int64_t pt = 0, pl = 0, pb = 0, pr = 0;  // pads: top, left, bottom, right
   bool ceil_mode = false;
   int bits = 8;  // saturation range of the result
+  // Throws Error naming the attribute for kernel/stride outside [1, kMaxGeometry], negative pads or pads larger
+  // than half the kernel (torch's rule). Called before any size is computed from the attributes (kernel
+  // creation and shape inference).
+  void validate() const;
 };
 
-// Output size of one spatial axis (torch's pooling_output_shape); throws Error when it is not positive.
+// Output size of one spatial axis (torch's pooling_output_shape); throws Error when it is not positive or the
+// arguments are out of range (never divides by zero, never overflows).
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pad_begin, int64_t pad_end, bool ceil_mode);
 Shape avgpool2d_shape(const Shape& in, const Pool2dParams& p);
 // Planes [plane_begin, plane_end) of the N*C planes.

@@ -12,7 +12,11 @@ Shape pad_shape(const Shape& in, const std::vector<int64_t>& pads) {
     throw_error("pads must have 2 * rank = ", 2 * r, " values, got ", pads.size());
   Shape out(r);
   for (size_t i = 0; i < r; ++i) {
-    out[i] = in[i] + pads[i] + pads[i + r];
+    for (int64_t p : {pads[i], pads[i + r]})
+      if (p < -kMaxGeometry || p > kMaxGeometry)
+        throw_error("input pads value ", p, " on axis ", i, " is outside [", -kMaxGeometry, ", ", kMaxGeometry,
+                    "] (limit, docs/ops.md)");
+    out[i] = checked_add(checked_add(in[i], pads[i], "padded size"), pads[i + r], "padded size");
     if (out[i] < 0) throw_error("pads ", pads[i], ", ", pads[i + r], " give a negative size on axis ", i);
   }
   return out;

@@ -14,13 +14,19 @@ Im2ColDims im2col_dims(const Shape& input, const Im2ColParams& p) {
   d.h = input[1];
   d.w = input[2];
   d.c = input[3];
-  const int64_t span_h = d.h + p.pad_top + p.pad_bottom - p.dilation_h * (p.kernel_h - 1) - 1;
-  const int64_t span_w = d.w + p.pad_left + p.pad_right - p.dilation_w * (p.kernel_w - 1) - 1;
+  for (int64_t v : input)
+    if (v < 0) throw_error("negative dimension in input shape ", shape_str(input));
+  const char* what = "Im2Col output size";
+  const int64_t span_h = checked_sub(checked_add(checked_add(d.h, p.pad_top, what), p.pad_bottom, what),
+                                     checked_add(checked_mul(p.dilation_h, p.kernel_h - 1, what), 1, what), what);
+  const int64_t span_w = checked_sub(checked_add(checked_add(d.w, p.pad_left, what), p.pad_right, what),
+                                     checked_add(checked_mul(p.dilation_w, p.kernel_w - 1, what), 1, what), what);
   if (span_h < 0 || span_w < 0)
     throw_error("the kernel (", p.kernel_h, " x ", p.kernel_w, ", dilations ", p.dilation_h, " x ", p.dilation_w,
                 ") does not fit the padded input of shape ", shape_str(input));
-  d.oh = span_h / p.stride_h + 1;
-  d.ow = span_w / p.stride_w + 1;
+  d.oh = checked_div(span_h, p.stride_h, what) + 1;
+  d.ow = checked_div(span_w, p.stride_w, what) + 1;
+  checked_mul(checked_mul(p.kernel_h, p.kernel_w, what), d.c, what);  // row_size() below cannot overflow
   return d;
 }
 

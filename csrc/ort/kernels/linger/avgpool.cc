@@ -22,16 +22,12 @@ class AvgPoolKernel : public OpKernel {
     if (info.has_attr("scale_o") && scale_attr(info, "scale_o") != sx)
       throw_error("attribute 'scale_o' must equal scale_x (AvgPool2dInt keeps the input scale)");
     const std::vector<int64_t> k = info.attr_ints("kernel_shape");
-    if (k.size() != 2 || k[0] < 1 || k[1] < 1) throw_error("attribute 'kernel_shape' must be 2 positive values");
+    if (k.size() != 2) throw_error("attribute 'kernel_shape' must have 2 values, got ", k.size());
     const std::vector<int64_t> s = info.attr_ints("strides", {1, 1});
-    if (s.size() != 2 || s[0] < 1 || s[1] < 1) throw_error("attribute 'strides' must be 2 positive values");
+    if (s.size() != 2) throw_error("attribute 'strides' must have 2 values, got ", s.size());
     std::vector<int64_t> pads = info.attr_ints("pads", {0, 0, 0, 0});
     if (pads.size() == 2) pads = {pads[0], pads[1], pads[0], pads[1]};
     if (pads.size() != 4) throw_error("attribute 'pads' must have 4 values, got ", pads.size());
-    for (size_t i = 0; i < 4; ++i) {
-      if (pads[i] < 0) throw_error("attribute 'pads' must not be negative");
-      if (2 * pads[i] > k[i % 2]) throw_error("pad ", pads[i], " must be at most half the kernel size ", k[i % 2]);
-    }
     for (const char* a : {"dilations"}) {
       if (info.has_attr(a))
         for (int64_t d : info.attr_ints(a))
@@ -48,6 +44,7 @@ class AvgPoolKernel : public OpKernel {
     p_.pb = pads[2];
     p_.pr = pads[3];
     p_.ceil_mode = info.attr_bool("ceil_mode", false);
+    p_.validate();
   }
   void compute(KernelContext& ctx) const override {
     const TensorView x = ctx.required_input(0);
@@ -74,6 +71,15 @@ void infer_avgpool(const InferContext& ctx) {
   if (pads.size() == 2) pads = {pads[0], pads[1], pads[0], pads[1]};
   if (k.size() != 2 || s.size() != 2 || pads.size() != 4) return;
   const bool ceil = ctx.attr_int("ceil_mode", 0) != 0;
+  // The attributes are validated (core) before any size is computed from them: a bad model declares nothing
+  // here and fails at kernel creation with the message.
+  linger::Pool2dParams p;
+  p.kh = k[0], p.kw = k[1], p.sh = s[0], p.sw = s[1], p.pt = pads[0], p.pl = pads[1], p.pb = pads[2], p.pr = pads[3];
+  try {
+    p.validate();
+  } catch (const Error&) {
+    return;
+  }
   InferContext::Dims out = in;
   for (size_t a = 0; a < 2; ++a) {
     if (in.dims[2 + a] < 0) continue;  // symbolic spatial size: a fresh unknown

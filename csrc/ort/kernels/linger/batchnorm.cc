@@ -75,9 +75,10 @@ class BatchNormKernel : public OpKernel {
     for (const auto* v : {&p->w, &p->b})
       if (v->size() != 1 && static_cast<int64_t>(v->size()) != C)
         throw_error("weight and bias must have C = ", C, " values (or 1), got ", v->size());
-    const int64_t inner = C == 0 ? 0 : x.size() / (x.shape[0] * C);
+    // Elements per (n, c) plane: the product of the trailing dims (no division: N or C may be 0).
+    const int64_t inner = checked_product(x.shape.data() + 2, rank - 2, "input x plane size");
     void* y = ctx.output(0, x.shape);
-    const int64_t planes = x.shape[0] * C;
+    const int64_t planes = checked_mul(x.shape[0], C, "input x planes");
     const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(inner, 1));
     const int8_t* xp = x.as<int8_t>();
     ctx.parallel_range(planes, grain, [&](int64_t b, int64_t e) {

@@ -92,12 +92,6 @@ class ConvIntKernel : public OpKernel {
   std::optional<conv::Conv2d> conv_;
 };
 
-int64_t out_dim(const InferContext::Dims& x, size_t i, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1) {
-  if (x.dims[i] < 0 || k < 1 || s < 1 || d < 1) return -1;
-  const int64_t span = d * (k - 1) + 1, padded = x.dims[i] + p0 + p1;
-  return padded < span ? -1 : (padded - span) / s + 1;
-}
-
 template <int R>
 void infer(const InferContext& ctx) {
   InferContext::Dims x, w;
@@ -112,11 +106,37 @@ void infer(const InferContext& ctx) {
   if (st.size() != R) st.assign(R, 1);
   if (di.size() != R) di.assign(R, 1);
   if (pa.size() != 2 * R) pa.assign(2 * R, 0);
+  // The attributes are validated (the kernel's own checks, limits included) before any size is computed from
+  // them; a bad model declares nothing here and fails at kernel creation with the message.
+  conv::ConvAttrs a;
+  a.group = ctx.attr_int("group", 1);
+  a.sw = st[R - 1], a.dw = di[R - 1], a.pl = pa[0], a.pr = pa[R];
+  if (R == 2) a.sh = st[0], a.dh = di[0], a.pt = pa[0], a.pl = pa[1], a.pb = pa[2], a.pr = pa[3];
+  try {
+    conv::validate_attrs(a, false);
+  } catch (const Error&) {
+    // Declare the output type only (the shape unknown), so that type resolution picks the kernel the attributes
+    // ask for and kernel creation reports the bad attribute.
+    InferContext::Dims u;
+    for (size_t k = 0; k < R + 2; ++k) {
+      u.dims.push_back(-1);
+      u.sym.push_back(InferContext::fresh_dim());
+    }
+    ctx.set_output(0, infer_out_dtype(ctx), u);
+    return;
+  }
   InferContext::Dims y;
   y.dims = {x.dims[0], have_w ? w.dims[0] : -1};
   y.sym = {x.sym[0], have_w ? w.sym[0] : InferContext::fresh_dim()};
   for (size_t i = 0; i < R; ++i) {
-    const int64_t d = ks.size() == R ? out_dim(x, 2 + i, ks[i], st[i], di[i], pa[i], pa[i + R]) : -1;
+    int64_t d = -1;
+    if (ks.size() == R && x.dims[2 + i] >= 0 && ks[i] >= 1 && ks[i] <= kMaxGeometry) {
+      try {
+        d = conv::conv_out_dim(x.dims[2 + i], ks[i], st[i], di[i], pa[i], pa[i + R], "size");
+      } catch (const Error&) {
+        d = -1;
+      }
+    }
     y.dims.push_back(d);
     y.sym.push_back(d < 0 ? InferContext::fresh_dim() : std::string());
   }

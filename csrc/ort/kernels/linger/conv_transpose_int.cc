@@ -89,14 +89,42 @@ void infer(const InferContext& ctx) {
   if (di.size() != 2) di.assign(2, 1);
   if (pa.size() != 4) pa.assign(4, 0);
   if (op.size() != 2) op.assign(2, 0);
-  const int64_t group = ctx.attr_int("group", 1);
+  // Validated (the kernel's checks and limits) before any size is computed from the attributes.
+  conv::ConvAttrs a;
+  a.group = ctx.attr_int("group", 1);
+  a.sh = st[0], a.sw = st[1], a.dh = di[0], a.dw = di[1];
+  a.pt = pa[0], a.pl = pa[1], a.pb = pa[2], a.pr = pa[3], a.oph = op[0], a.opw = op[1];
+  try {
+    conv::validate_attrs(a, true);
+  } catch (const Error&) {
+    // Declare the output type only (the shape unknown), so that type resolution picks the kernel the attributes
+    // ask for and kernel creation reports the bad attribute.
+    InferContext::Dims u;
+    for (size_t k = 0; k < 4; ++k) {
+      u.dims.push_back(-1);
+      u.sym.push_back(InferContext::fresh_dim());
+    }
+    ctx.set_output(0, infer_out_dtype(ctx), u);
+    return;
+  }
+  const int64_t group = a.group;
   InferContext::Dims y;
-  const int64_t m = have_w && w.dims[1] >= 0 ? w.dims[1] * group : -1;
+  int64_t m = -1;
+  if (have_w && w.dims[1] >= 0 && !__builtin_mul_overflow(w.dims[1], group, &m)) {
+  } else {
+    m = -1;
+  }
   y.dims = {x.dims[0], m};
   y.sym = {x.sym[0], m < 0 ? InferContext::fresh_dim() : std::string()};
   for (size_t i = 0; i < 2; ++i) {
     int64_t d = -1;
-    if (ks.size() == 2 && x.dims[2 + i] >= 1) d = (x.dims[2 + i] - 1) * st[i] + di[i] * (ks[i] - 1) + 1 + op[i] - pa[i] - pa[i + 2];
+    if (ks.size() == 2 && x.dims[2 + i] >= 1 && ks[i] >= 1 && ks[i] <= kMaxGeometry) {
+      try {
+        d = conv::conv_transpose_out_dim(x.dims[2 + i], ks[i], st[i], di[i], pa[i], pa[i + 2], op[i], "size");
+      } catch (const Error&) {
+        d = -1;
+      }
+    }
     if (d < 1) d = -1;
     y.dims.push_back(d);
     y.sym.push_back(d < 0 ? InferContext::fresh_dim() : std::string());

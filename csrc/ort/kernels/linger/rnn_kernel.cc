@@ -46,10 +46,10 @@ LingerRnnKernel::LingerRnnKernel(const KernelInfo& info, bool lstm)
   // Attributes.
   linger::RnnAttrs a;
   a.hidden_size = info.attr_int("hidden_size");
-  if (a.hidden_size < 1) throw_error("attribute 'hidden_size' must be positive, got ", a.hidden_size);
+  check_range("hidden_size", a.hidden_size, 1, kMaxGeometry);  // gates * hidden_size etc. stay far from overflow
   if (info.has_attr("input_size")) {
     a.input_size = info.attr_int("input_size");
-    if (a.input_size < 1) throw_error("attribute 'input_size' must be positive, got ", a.input_size);
+    check_range("input_size", a.input_size, 1, kMaxGeometry);
     input_size_given_ = true;
   }
   const int64_t layers = info.attr_int("num_layers", 1);

@@ -17,12 +17,16 @@ inline std::string ints_str(const std::vector<int64_t>& v) {
   return os.str();
 }
 
-// Checks that `v` (attribute `name`) has `len` values, each >= min_value.
+// Checks that `v` (attribute `name`) has `len` values, each in [min_value, kMaxGeometry] (the geometry limit).
 inline const std::vector<int64_t>& check_ints(const std::vector<int64_t>& v, const char* name, size_t len,
                                               int64_t min_value) {
   if (v.size() != len) throw_error("attribute '", name, "' must have ", len, " values, got ", ints_str(v));
-  for (int64_t x : v)
+  for (int64_t x : v) {
     if (x < min_value) throw_error("attribute '", name, "' values must be >= ", min_value, ", got ", ints_str(v));
+    if (x > kMaxGeometry)
+      throw_error("attribute '", name, "' values must be at most ", kMaxGeometry, " (limit, docs/ops.md), got ",
+                  ints_str(v));
+  }
   return v;
 }
 

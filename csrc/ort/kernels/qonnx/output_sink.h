@@ -19,7 +19,7 @@ class OutputSink {
     if (ctx_ != nullptr) return ctx_->output_as<float>(0, shape);
     folded_->dtype = kFloat;
     folded_->shape = shape;
-    folded_->bytes.assign(static_cast<size_t>(shape_size(shape)) * sizeof(float), 0);
+    folded_->bytes.assign(static_cast<size_t>(checked_bytes(shape_size(shape), sizeof(float), "output 0 (computed at creation)")), 0);
     return reinterpret_cast<float*>(folded_->bytes.data());
   }
 

@@ -28,7 +28,12 @@ DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
 
 F = "tensor(float)"
 F16 = ["tensor(float)", "tensor(float16)"]
-BW = ("TB", ["tensor(float)", "tensor(int32)", "tensor(float16)"], "bit width: float32, int32 or float16")
+F16_F64 = ["tensor(float)", "tensor(float16)", "tensor(double)"]
+BW = (
+    "TB",
+    ["tensor(float)", "tensor(int32)", "tensor(float16)", "tensor(double)", "tensor(int64)"],
+    "bit width: float32, int32, float16, float64 or int64",
+)
 
 _ROUND = Attr(
     "rounding_mode", AttrType.STRING, "ROUND", doc="ROUND/HALF_EVEN, CEIL, FLOOR, UP, DOWN, HALF_UP, HALF_DOWN"
@@ -41,7 +46,7 @@ def _infer_f16_if(inputs: list[int], shape_inputs: list[int]):
 
     def infer(ctx: onnx.shape_inference.InferenceContext) -> None:
         types = [input_elem_type(ctx, i) for i in inputs]
-        if TensorProto.FLOAT in types:
+        if TensorProto.FLOAT in types or TensorProto.DOUBLE in types:
             et = TensorProto.FLOAT
         elif all(t == TensorProto.FLOAT16 for t in types):
             et = TensorProto.FLOAT16
@@ -64,9 +69,9 @@ def _quant(name: str) -> Op:
             _ROUND,
         ],
         [
-            ("TX", F16, "float32 or float16"),
-            ("TS", F16, "float32 or float16"),
-            ("TZ", F16, "float32 or float16"),
+            ("TX", F16_F64, "float32, float16 or float64 (float16 and float64 do not mix)"),
+            ("TS", F16_F64, "float32, float16 or float64"),
+            ("TZ", F16_F64, "float32, float16 or float64"),
             BW,
         ],
         infer_broadcast([0, 1, 2, 3], TensorProto.FLOAT),
@@ -212,12 +217,12 @@ def ops() -> list[Op]:
         _quant("IntQuant"),
         Op(
             "BipolarQuant",
-            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale; float16 when X and scale are.",
+            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale; float16 when X and scale are, else float32.",
             [Param("X", "TX"), Param("scale", "TS")],
             [Param("Y", "TY")],
             constraints=[
-                ("TX", F16, "float32 or float16"),
-                ("TS", F16, "float32 or float16"),
+                ("TX", F16_F64, "float32, float16 or float64 (float16 and float64 do not mix)"),
+                ("TS", F16_F64, "float32, float16 or float64"),
                 ("TY", F16, "float16 when X and scale are"),
             ],
             infer=_infer_f16_if([0, 1], [0, 1]),
@@ -248,7 +253,7 @@ def ops() -> list[Op]:
         Op(
             "MultiThreshold",
             "Y = out_scale * (number of thresholds of X's channel that are <= X) + out_bias.",
-            [Param("X", "T"), Param("thresholds", "T")],
+            [Param("X", "T"), Param("thresholds", "TT")],
             [Param("Y", "T")],
             [
                 Attr("out_dtype", AttrType.STRING, ""),
@@ -256,7 +261,10 @@ def ops() -> list[Op]:
                 Attr("out_bias", AttrType.FLOAT, 0.0),
                 Attr("data_layout", AttrType.STRING, "NCHW"),
             ],
-            [("T", ["tensor(float)"], "float32")],
+            [
+                ("T", ["tensor(float)"], "float32"),
+                ("TT", ["tensor(float)", "tensor(double)", "tensor(int64)"], "float32, float64 or int64"),
+            ],
             _multithreshold_infer,
         ),
         Op(

@@ -51,8 +51,9 @@ def test_quant_wide_params_match_qonnx(mode, dtypes, bw_dtype):
         bw = np.array(bits, bw_dtype)
         attrs = {"signed": signed, "narrow": narrow, "rounding_mode": mode}
         for const in (False, True):
-            model, feeds = make_node_model("Quant", DOMAIN, [x, scale, zeropt, bw], const=[False, const, const, const],
-                                           attrs=attrs)
+            model, feeds = make_node_model(
+                "Quant", DOMAIN, [x, scale, zeropt, bw], const=[False, const, const, const], attrs=attrs
+            )
             got = run_model(model, feeds)[0]
             want = qonnx_execute(qonnx_node("Quant", 4, **attrs), [x, scale, zeropt, bw])
             assert want.dtype == F32  # qonnx casts Quant's result
@@ -90,10 +91,13 @@ def test_quant_int64_bitwidth_limits():
     x = np.zeros(3, F32)
     for bad in (0, -3, 63):
         model, feeds = make_node_model(
-            "Quant", DOMAIN, [x, np.array(1.0, F64), np.array(0.0, F64), np.array(bad, np.int64)],
-            const=[False, True, True, True], attrs={"signed": 1, "narrow": 0},
+            "Quant",
+            DOMAIN,
+            [x, np.array(1.0, F64), np.array(0.0, F64), np.array(bad, np.int64)],
+            const=[False, True, True, True],
+            attrs={"signed": 1, "narrow": 0},
         )
-        with pytest.raises(ORT_ERRORS, match="Quant node 'quant_node'.*bitwidth"):
+        with pytest.raises(ORT_ERRORS, match=r"Quant node 'quant_node'.*bitwidth"):
             run_model(model, feeds)
 
 
@@ -169,10 +173,13 @@ def _qkeras_like_model() -> tuple:
         helper.make_node("BipolarQuant", ["pre", "s_bip"], ["ybin"], name="bip", domain=DOMAIN),
     ]
     graph = helper.make_graph(
-        nodes, "qkeras_like",
+        nodes,
+        "qkeras_like",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8]),
-         helper.make_tensor_value_info("ybin", TensorProto.FLOAT, [4, 8])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8]),
+            helper.make_tensor_value_info("ybin", TensorProto.FLOAT, [4, 8]),
+        ],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(DOMAIN, 1)])

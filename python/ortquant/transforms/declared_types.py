@@ -25,10 +25,25 @@ from ortquant.transforms._util import LINGER_DOMAINS, QONNX_DOMAINS, STANDARD_DO
 _CUSTOM = (*QONNX_DOMAINS, *LINGER_DOMAINS, "ngraph")
 
 
-def _inferred_types(model: onnx.ModelProto) -> dict[str, int]:
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without weights: each initializer becomes a graph input of its type and shape (element types do not
+    depend on values, and inference then serializes kilobytes instead of the weights)."""
     bare = onnx.ModelProto()
-    bare.CopyFrom(model)
-    del bare.graph.value_info[:]
+    bare.ir_version = model.ir_version
+    bare.opset_import.extend(model.opset_import)
+    g = bare.graph
+    g.node.extend(model.graph.node)
+    g.input.extend(model.graph.input)
+    g.output.extend(model.graph.output)
+    names = {i.name for i in model.graph.input}
+    for t in model.graph.initializer:
+        if t.name not in names:
+            g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    return bare
+
+
+def _inferred_types(model: onnx.ModelProto) -> dict[str, int]:
+    bare = _skeleton(model)
     for out in bare.graph.output:  # outputs are inferred too, not taken from the declaration
         out.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED
         out.type.tensor_type.ClearField("shape")

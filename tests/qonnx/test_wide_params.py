@@ -20,6 +20,10 @@ from qonnx_oracle import HAVE_QONNX, qonnx_execute, qonnx_node
 import ortquant
 from conftest import IR_VERSION, ORT_ERRORS, SPECIAL_F32, assert_bitexact, make_node_model, run_model
 
+if HAVE_QONNX:
+    from qonnx.custom_op.general.trunc import trunc_v1 as qonnx_trunc_v1
+    from qonnx.custom_op.general.trunc import trunc_v2 as qonnx_trunc_v2
+
 needs_qonnx = pytest.mark.skipif(not HAVE_QONNX, reason="qonnx not installed")
 
 DOMAIN = "qonnx.custom_op.general"
@@ -204,3 +208,47 @@ def test_qkeras_like_model_end_to_end_matches_execute_onnx():
     assert_bitexact(got[0], want["y"])
     assert want["ybin"].dtype == F64  # declared float, numpy gives float64
     assert_bitexact(got[1], want["ybin"].astype(F32))
+
+
+TRUNC_COMBOS = [
+    # X, scale, zeropt, in_bitwidth (v1), out_scale (v2), out_bitwidth
+    (F32, F64, F64, F64, F64, F64),
+    (F32, F32, F32, np.int64, F32, np.int64),
+    (F32, F32, F64, F32, F32, F32),
+    (F64, F32, F32, F32, F64, F32),
+    (F32, F32, F32, F64, F64, F64),
+    (F32, F64, F32, np.int64, F32, np.int32),
+    (F64, F64, F64, np.int64, F64, np.int64),
+]
+
+
+@needs_qonnx
+@pytest.mark.parametrize("mode", ["FLOOR", "ROUND", "CEIL", "UP", "DOWN", "HALF_UP", "HALF_DOWN"])
+@pytest.mark.parametrize("combo", TRUNC_COMBOS)
+@pytest.mark.parametrize("version", [1, 2])
+def test_trunc_wide_params_match_qonnx(mode, combo, version):
+    xd, sd, zd, ibd, osd, obd = combo
+    rng = np.random.default_rng(zlib.crc32(repr((mode, combo, version)).encode()))
+    x = (rng.standard_normal((2, 3, 5)) * 50).astype(xd)
+    x.reshape(-1)[:6] = np.array([0.0, -0.0, 1e30, -1e30, np.inf, np.nan]).astype(xd)
+    scale = np.array([0.1, 0.25, 1.0 / 3.0], sd).reshape(1, 3, 1)
+    zeropt = np.array([0.0, 2.0, -1.0], zd).reshape(1, 3, 1)
+    attrs = {"rounding_mode": mode}
+    if version == 1:
+        ins = [x, scale, zeropt, np.array(8, ibd), np.array(5, obd)]
+    else:
+        attrs.update(signed=1, narrow=0)
+        out_scale = (scale.astype(F64) * np.array([4.0, 8.0, 3.0]).reshape(1, 3, 1)).astype(osd)
+        ins = [x, scale, zeropt, np.array(8, ibd), out_scale, np.array(4, obd)]
+    for const in (False, True):
+        model, feeds = make_node_model(
+            "Trunc", DOMAIN, ins, const=[False] + [const] * (len(ins) - 1), attrs=attrs, opset=version
+        )
+        got = run_model(model, feeds)[0]
+        with np.errstate(all="ignore"):  # qonnx's own functions (execute_node calls exactly these)
+            if version == 1:
+                want = qonnx_trunc_v1(*ins, mode)
+            else:
+                x_, s_, z_, ib_, os_, ob_ = ins
+                want = qonnx_trunc_v2(x_, s_, z_, ib_, 0, 1, os_, ob_, mode)
+            assert_bitexact(got, np.asarray(want).astype(F32))

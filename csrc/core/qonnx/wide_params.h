@@ -16,6 +16,7 @@
 // These paths are scalar: such models are rare and the cost is the float64 arithmetic itself.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/qonnx/quant.h"
 #include "core/rounding.h"
@@ -63,5 +64,37 @@ void bipolar_quant_wide(const BroadcastPlan& plan, WideOperand x, WideOperand s,
 void thresholds_to_f32(const double* t, float* out, int64_t n);
 // int64 thresholds: numpy converts the int64 to float64 (nearest) for the comparison, then as above.
 void thresholds_i64_to_f32(const int64_t* t, float* out, int64_t n);
+
+// A float32, float64, int32 or int64 tensor of the float64-parameter Trunc path.
+struct WideTensor {
+  enum Kind : uint8_t { kF32, kF64, kI32, kI64 };
+  const void* data = nullptr;
+  Kind kind = kF32;
+  Shape shape;
+  bool f64() const { return kind == kF64; }
+  bool is_int() const { return kind == kI32 || kind == kI64; }
+  double at(int64_t i) const {
+    switch (kind) {
+      case kF32: return static_cast<const float*>(data)[i];
+      case kF64: return static_cast<const double*>(data)[i];
+      case kI32: return static_cast<const int32_t*>(data)[i];
+      default: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    }
+  }
+  int64_t i64(int64_t i) const {
+    return kind == kI32 ? static_cast<const int32_t*>(data)[i] : static_cast<const int64_t*>(data)[i];
+  }
+};
+
+// Trunc with any float64 / int64 input (X, scale, zeropt, bit widths, out_scale); float32 output. Each step of
+// qonnx's trunc_v1 / trunc_v2 runs in the dtype numpy gives it (float32 only while every operand so far is
+// float32; an int bit width mixed with a float promotes to float64), the rounding modes with their formulas in that
+// precision, the clamp compares exactly and assigns the bound rounded to the step's precision, v2's exponent is
+// the exact nearest integer to log2(out_scale / scale) (as the float32 path, decision 6). `out_bw` is null for v1
+// (then in_bw and in4 = out_bitwidth are used), set for v2 (in4 = out_scale, in_bw unused). Throws Error for bit
+// widths that are not finite and positive (v2: an integer one above 62). `y` has shape `out` (the broadcast shape).
+void trunc_wide(const WideTensor& x, const WideTensor& s, const WideTensor& z, const WideTensor& in_bw,
+                const WideTensor& in4, const WideTensor* out_bw, bool is_signed, bool narrow, RoundMode mode,
+                const Shape& out, float* y);
 
 }  // namespace ortquant::qonnx

@@ -80,11 +80,13 @@ def _quant(name: str) -> Op:
 
 # Trunc: X float32 with float32 scale/zeropt -> float32; X float16 with float32 scale/zeropt -> float32; all of X,
 # scale, zeropt (and out_scale) float16 -> float16. The output is float16 exactly when scale is.
+# float64 X/scale/zeropt/out_scale (and float64/int64 bit widths) give a float32 output (docs/ops.md).
 _TRUNC_TYPES = [
-    ("TX", F16, "float32 or float16"),
-    ("TS", F16, "scale and zeropt: float32, or float16 with a float16 X"),
-    ("TO", F16, "out_scale: float32 or float16"),
-    ("TY", F16, "float16 when scale is float16"),
+    ("TX", F16_F64, "float32, float16 or float64"),
+    ("TS", F16_F64, "scale: float32, float16 with a float16 X, or float64"),
+    ("TZ", F16_F64, "zeropt: as scale"),
+    ("TO", F16_F64, "out_scale: float32, float16 or float64"),
+    ("TY", F16, "float16 when scale is float16, else float32"),
     BW,
 ]
 
@@ -96,7 +98,7 @@ def _trunc(name: str) -> list[Op]:
         [
             Param("X", "TX"),
             Param("scale", "TS"),
-            Param("zeropt", "TS"),
+            Param("zeropt", "TZ"),
             Param("in_bitwidth", "TB"),
             Param("out_bitwidth", "TB"),
         ],
@@ -112,7 +114,7 @@ def _trunc(name: str) -> list[Op]:
         [
             Param("X", "TX"),
             Param("scale", "TS"),
-            Param("zeropt", "TS"),
+            Param("zeropt", "TZ"),
             Param("in_bitwidth", "TI"),
             Param("out_scale", "TO"),
             Param("out_bitwidth", "TB"),
@@ -123,7 +125,7 @@ def _trunc(name: str) -> list[Op]:
             Attr("signed", AttrType.INT, 1),
             Attr("narrow", AttrType.INT, 0),
         ],
-        [*_TRUNC_TYPES, ("TI", ["tensor(float)", "tensor(int32)", "tensor(float16)"], "not used")],
+        [*_TRUNC_TYPES, ("TI", BW[1], "not used")],
         _infer_f16_if([1], [0, 1, 2, 4, 5]),
         since_version=2,
     )

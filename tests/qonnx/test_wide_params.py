@@ -208,6 +208,15 @@ def test_qkeras_like_model_end_to_end_matches_execute_onnx():
     assert_bitexact(got[0], want["y"])
     assert want["ybin"].dtype == F64  # declared float, numpy gives float64
     assert_bitexact(got[1], want["ybin"].astype(F32))
+    # native: a C/C++ host (plain onnxruntime + the library) runs the file as published, no rewrite
+    import onnxruntime as ort
+
+    assert ortquant.prepare_model(model) is model
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ortquant.library_path())
+    plain = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    for g, w in zip(plain.run(None, {"x": x}), got, strict=True):
+        assert_bitexact(g, w)
 
 
 TRUNC_COMBOS = [

@@ -8,9 +8,11 @@ type inference (``ortquant.schemas``), so this transform infers the types of a c
 
 - drops each ``value_info`` entry whose element type contradicts the inferred one (shape information is lost for
   those values only; onnxruntime infers it again);
-- sets a graph output's element type to the inferred one when they contradict and the output is produced,
-  directly or through type-preserving standard ops, by a custom-domain node (its declaration was written by the
-  same exporter bug). A contradicting output of a purely standard subgraph is left alone (onnxruntime reports it).
+- sets a graph output's element type to the inferred one when the output is declared float, is inferred as an
+  integer type (int8/uint8/int16/int32) and is produced, directly or through standard ops, by a custom-domain node:
+  exactly the exporter bug's signature. Any other contradicting graph output (e.g. int8 declared for a 16-bit
+  Quant, or an output of a purely standard subgraph) is a real mistake in the model and is left for onnxruntime to
+  report, naming the node.
 
 Values whose type inference cannot determine keep their declaration. Returns ``model`` itself when nothing
 contradicts.
@@ -23,6 +25,7 @@ import onnx
 from ortquant.transforms._util import LINGER_DOMAINS, QONNX_DOMAINS, STANDARD_DOMAINS, copy_model
 
 _CUSTOM = (*QONNX_DOMAINS, *LINGER_DOMAINS, "ngraph")
+_INT_TYPES = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32)
 
 
 def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -82,7 +85,7 @@ def contradictions(model: onnx.ModelProto) -> list[tuple[str, int, int, bool]]:
         have = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
         if not want or not have or want == have:
             continue
-        if is_output and vi.name not in custom:
+        if is_output and (vi.name not in custom or have != onnx.TensorProto.FLOAT or want not in _INT_TYPES):
             continue
         found.append((vi.name, have, want, is_output))
     return found

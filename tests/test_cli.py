@@ -143,3 +143,98 @@ def test_check_generic_partition_is_explained(tmp_path, capsys):
     onnx.save(model, path)
     assert main(["check", str(path)]) == 1
     assert "GenericPartition is not supported" in capsys.readouterr().out
+
+
+def _default_domain_quant(tmp_path):
+    """Quant in the default domain at opset 11 (older Brevitas/FINN): needs the fix_legacy_domains rewrite."""
+    model, _ = make_node_model(
+        "Quant",
+        "qonnx.custom_op.general",
+        [np.zeros((2, 3), np.float32), np.float32(0.5), np.float32(0), np.float32(3)],
+        const=[False, True, True, True],
+    )
+    model.graph.node[0].domain = ""
+    del model.opset_import[:]
+    model.opset_import.append(onnx.helper.make_opsetid("", 11))
+    path = tmp_path / "legacy.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_check_model_that_needs_a_rewrite(tmp_path, capsys):
+    path = _default_domain_quant(tmp_path)
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "rewrite fix_legacy_domains" in out
+    assert "ai.onnx::Quant -> qonnx.custom_op.general::Quant" in out
+    assert "opset import added for domain 'qonnx.custom_op.general'" in out
+    assert "session loads" in out
+
+
+def test_check_model_whose_session_fails(tmp_path, capsys):
+    """Every node is a known op, but onnxruntime refuses the session: check says so and names the node."""
+    x = np.zeros((1, 1, 4, 4), np.float32)
+    model, _ = make_node_model(
+        "Quant",
+        "qonnx.custom_op.general",
+        [x, np.float32(1), np.float32(0), np.float32(8)],
+        const=[False, True, True, True],
+    )
+    # a float MaxPool whose pads reach the kernel: onnxruntime refuses it and no ortquant rewrite applies to float
+    node = onnx.helper.make_node(
+        "MaxPool", ["out0"], ["pooled"], name="bad_pool", kernel_shape=[2, 2], pads=[0, 0, 2, 2], strides=[2, 2]
+    )
+    model.graph.node.append(node)
+    model.graph.output[0].name = "pooled"
+    path = tmp_path / "bad.onnx"
+    onnx.save(model, path)
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "ok  quant_node" in out  # the custom node itself is fine ...
+    assert "session creation fails" in out  # ... but the truth is the session
+    assert "NO  bad_pool  ai.onnx::MaxPool  onnxruntime refuses this node as written" in out
+
+
+def test_prepare_writes_a_model_plain_onnxruntime_loads(tmp_path, capsys):
+    import onnxruntime as ort
+
+    import ortquant
+
+    path = _default_domain_quant(tmp_path)
+    out = tmp_path / "prepared.onnx"
+    assert main(["prepare", str(path), str(out)]) == 0
+    assert "fix_legacy_domains" in capsys.readouterr().out
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ortquant.library_path())
+    x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    got = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"]).run(None, {"in0": x})[0]
+    np.testing.assert_array_equal(got, np.clip(np.round(x / 0.5), -4, 3) * 0.5)
+
+
+def test_prepare_keeps_external_data_external(tmp_path):
+    import onnxruntime as ort
+
+    import ortquant
+
+    path = _default_domain_quant(tmp_path)
+    model = onnx.load(path)
+    w = np.arange(4096, dtype=np.float32).reshape(64, 64) / 4096
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
+    model.graph.node.append(onnx.helper.make_node("MatMul", ["out0", "w2"], ["mm"], name="mm"))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w[:3, :5].copy(), "w2"))
+    model.graph.output[0].name = "mm"
+    src = tmp_path / "src"
+    src.mkdir()
+    onnx.save(model, src / "m.onnx", save_as_external_data=True, location="m.bin", size_threshold=0)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    assert main(["prepare", str(src / "m.onnx"), str(out_dir / "p.onnx")]) == 0
+    assert (out_dir / "p.onnx.data").exists()
+    header = onnx.load(out_dir / "p.onnx", load_external_data=False)
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t in header.graph.initializer)
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ortquant.library_path())
+    x = np.ones((2, 3), np.float32)
+    got = ort.InferenceSession(str(out_dir / "p.onnx"), so, providers=["CPUExecutionProvider"]).run(None, {"in0": x})
+    assert_same = ortquant.InferenceSession(str(src / "m.onnx")).run(None, {"in0": x})
+    np.testing.assert_array_equal(got[0], assert_same[0])

@@ -1,7 +1,8 @@
 """The ``ortquant`` command line: run, check and benchmark models with ortquant's ops.
 
 ortquant run MODEL [--input name=file.npy ...] [--random] [--threads N]
-ortquant check MODEL
+ortquant check MODEL [--exact]
+ortquant prepare IN.onnx OUT.onnx [--exact]
 ortquant bench MODEL [--runs N] [--warmup N] [--batch N] [--qonnx] [--json FILE] [--no-progress]
 """
 
@@ -134,26 +135,191 @@ def check_model(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, bool, str]
     return rows
 
 
+def _node_key(node: onnx.NodeProto) -> str:
+    return node.name or (node.output[0] if node.output else "<unnamed>")
+
+
+def describe_changes(before: onnx.ModelProto, after: onnx.ModelProto) -> list[str]:
+    """What one transform did, node by node: moved (domain/op changed), replaced, added; declared types changed."""
+    old = {_node_key(n): n for n in before.graph.node}
+    new = {_node_key(n): n for n in after.graph.node}
+    lines = []
+    for key, n in new.items():
+        o = old.get(key)
+        if o is None:
+            lines.append(f"added {n.domain or 'ai.onnx'}::{n.op_type} '{key}'")
+        elif (o.domain, o.op_type) != (n.domain, n.op_type):
+            lines.append(f"'{key}': {o.domain or 'ai.onnx'}::{o.op_type} -> {n.domain or 'ai.onnx'}::{n.op_type}")
+        elif list(o.input) != list(n.input) or o.attribute != n.attribute:
+            lines.append(f"'{key}': {n.domain or 'ai.onnx'}::{n.op_type} rewritten")
+    for key, o in old.items():
+        if key not in new:
+            lines.append(f"removed {o.domain or 'ai.onnx'}::{o.op_type} '{key}'")
+    types_before = {v.name: v.type.tensor_type.elem_type for v in [*before.graph.value_info, *before.graph.output]}
+    types_after = {v.name: v.type.tensor_type.elem_type for v in [*after.graph.value_info, *after.graph.output]}
+    for name, t in types_before.items():
+        if name not in types_after:
+            lines.append(f"value '{name}': declared {onnx.TensorProto.DataType.Name(t)} dropped (contradicts the op)")
+        elif types_after[name] != t:
+            lines.append(
+                f"value '{name}': declared {onnx.TensorProto.DataType.Name(t)} -> "
+                f"{onnx.TensorProto.DataType.Name(types_after[name])}"
+            )
+    added_imports = {i.domain for i in after.opset_import} - {i.domain for i in before.opset_import}
+    for d in sorted(added_imports):
+        lines.append(f"opset import added for domain '{d}'")
+    return lines
+
+
+def _failing_nodes(message: str, model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Nodes of ``model`` that an onnxruntime error message names (by node name or output name)."""
+    hits = []
+    for node in model.graph.node:
+        names = [node.name] if node.name else []
+        names += [o for o in node.output if o]
+        if any(f"({n})" in message or f"'{n}'" in message or f" {n} " in message for n in names):
+            hits.append(node)
+    return hits
+
+
+def _short(message: str, limit: int = 220) -> str:
+    """The informative tail of an onnxruntime error (its messages start with the source location)."""
+    text = " ".join(message.split())
+    for marker in (" was false. ", "] "):
+        if marker in text:
+            text = text.split(marker)[-1] if marker == "] " else text.split(marker, 1)[1]
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def isolate_failing_nodes(model: onnx.ModelProto, max_nodes: int = 2000) -> list[tuple[onnx.NodeProto, str]]:
+    """Each top-level node of ``model`` in a one-node session (inferred input types, its initializers); the nodes
+    whose session creation fails, with onnxruntime's message. Used when onnxruntime's error names no node."""
+    import onnxruntime as ort
+
+    import ortquant
+
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:
+        inferred = model.graph
+    infos = {v.name: v for v in [*inferred.input, *inferred.value_info, *inferred.output]}
+    inits = {t.name: t for t in model.graph.initializer}
+    failures = []
+    for node in list(model.graph.node)[:max_nodes]:
+        used_inits = [inits[i] for i in node.input if i in inits]
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in used_inits):
+            continue
+        inputs = [infos[i] for i in dict.fromkeys(node.input) if i and i not in inits and i in infos]
+        if len(inputs) != len([i for i in dict.fromkeys(node.input) if i and i not in inits]):
+            continue  # an input whose type is unknown: cannot be tried alone
+        outputs = [infos.get(o) or onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        graph = onnx.helper.make_graph([node], "one_node", inputs, outputs, used_inits)
+        one = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
+        one.ir_version = model.ir_version or 10
+        so = ort.SessionOptions()
+        so.log_severity_level = 4
+        ortquant.register(so)
+        try:
+            ort.InferenceSession(one.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        except Exception as e:
+            failures.append((node, _short(str(e))))
+    return failures
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    model = onnx.load(args.model)
-    rows = check_model(model)
+    """Report what ortquant does with a model: the rewrites, every custom node, and the real session creation."""
+    from ortquant.transforms import PIPELINE, ModelError, PrepareOptions
+
+    model = onnx.load(args.model, load_external_data=False)
+    options = PrepareOptions(exact=args.exact)
+    prepared = model
+    failed = False
+    for step in PIPELINE:
+        if not step.when(options):
+            continue
+        try:
+            new = step.fn(prepared)
+        except ModelError as e:
+            print(f"NO  {step.name}: {e}")
+            print("ortquant refuses this model as written (see the message above); nothing was run")
+            return 1
+        if new is not prepared:
+            print(f"rewrite {step.name}:")
+            for line in describe_changes(prepared, new):
+                print(f"    {line}")
+        prepared = new
+    rows = check_model(prepared)
     if not rows:
-        print("no custom-domain nodes: the model runs in stock onnxruntime")
+        print("no custom-domain nodes after the rewrites")
     width = max((len(n.name or n.op_type) for n, _, _ in rows), default=0)
     for node, ok, why in rows:
         print(f"{'ok ' if ok else 'NO '} {(node.name or '<unnamed>'):<{width}}  {node.domain}::{node.op_type}  {why}")
     bad = sum(not ok for _, ok, _ in rows)
-    if bad == 0:
-        # Nodes are supported by name; creating a session validates attributes and types too.
-        try:
-            _session(model, 1)
-        except Exception as e:
-            print(f"session creation fails: {e}")
-            return 1
-        print(f"{len(rows)} custom node(s), all supported; the session loads")
-        return 0
-    print(f"{bad} of {len(rows)} custom node(s) not supported")
-    return 1
+    if bad:
+        print(f"{bad} of {len(rows)} custom node(s) not supported")
+        failed = True
+    # The truth: create the session exactly as ortquant.InferenceSession does.
+    try:
+        import ortquant
+
+        so = __import__("onnxruntime").SessionOptions()
+        so.log_severity_level = 3
+        ortquant.InferenceSession(args.model, sess_options=so, exact=args.exact)
+    except Exception as e:
+        msg = str(e).strip()
+        print(f"session creation fails: {_short(msg, 600)}")
+        named = [(n, "") for n in _failing_nodes(msg, prepared)]
+        culprits = named or isolate_failing_nodes(prepared)
+        for node, why in culprits:
+            explanation = next((r for n, ok, r in rows if n is node and not ok), None)
+            if explanation is None:
+                explanation = (
+                    "onnxruntime refuses this node as written; ortquant has no rewrite for it "
+                    "(docs/ops.md lists the accepted dtypes, domains and rewrites)"
+                )
+            detail = f" ({why})" if why else ""
+            print(f"NO  {_node_key(node)}  {node.domain or 'ai.onnx'}::{node.op_type}  {explanation}{detail}")
+        if not culprits:
+            print("no single node fails on its own: the error comes from the graph as a whole (see the message)")
+        return 1
+    if failed:
+        return 1
+    print(f"{len(rows)} custom node(s), all supported; the session loads")
+    return 0
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    """Write the model ``ortquant.InferenceSession`` would run, for C/C++ hosts (external data stays external)."""
+    from ortquant._session import uses_external_data
+    from ortquant.transforms import ModelError, PrepareOptions, apply_pipeline
+
+    header = onnx.load(args.input, load_external_data=False)
+    external = uses_external_data(header)
+    model = onnx.load(args.input, load_external_data=True) if external else header
+    try:
+        prepared, changed = apply_pipeline(model, PrepareOptions(exact=args.exact))
+    except ModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    out = Path(args.output)
+    if external:
+        onnx.save(
+            prepared,
+            str(out),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=out.name + ".data",
+            size_threshold=1024,
+        )
+    else:
+        onnx.save(prepared, str(out))
+    print(f"{out}: {', '.join(changed) if changed else 'no rewrite needed (copied as is)'}")
+    if args.exact:
+        print(
+            "for qonnx's exact results run it with graph_optimization_level ORT_DISABLE_ALL and the session config "
+            "entry session.disable_prepacking=1 (docs/ops.md, exact=True)"
+        )
+    return 0
 
 
 class _Progress:
@@ -314,9 +480,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: onnxruntime's default)")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("check", help="list custom nodes: supported or not, and why")
+    p = sub.add_parser("check", help="the rewrites, every custom node, and whether the session really loads")
     p.add_argument("model", type=Path)
+    p.add_argument("--exact", action="store_true", help="check the exact=True form")
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("prepare", help="write the rewritten model a C/C++ host loads with the ortquant library")
+    p.add_argument("input", type=Path)
+    p.add_argument("output", type=Path)
+    p.add_argument("--exact", action="store_true", help="the exact=True form (prints the session options it needs)")
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("bench", help="latency over many runs (optionally against qonnx's executor)")
     p.add_argument("model", type=Path)

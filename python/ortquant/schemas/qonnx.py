@@ -28,7 +28,12 @@ DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
 
 F = "tensor(float)"
 F16 = ["tensor(float)", "tensor(float16)"]
-BW = ("TB", ["tensor(float)", "tensor(int32)", "tensor(float16)"], "bit width: float32, int32 or float16")
+F16_F64 = ["tensor(float)", "tensor(float16)", "tensor(double)"]
+BW = (
+    "TB",
+    ["tensor(float)", "tensor(int32)", "tensor(float16)", "tensor(double)", "tensor(int64)"],
+    "bit width: float32, int32, float16, float64 or int64",
+)
 
 _ROUND = Attr(
     "rounding_mode", AttrType.STRING, "ROUND", doc="ROUND/HALF_EVEN, CEIL, FLOOR, UP, DOWN, HALF_UP, HALF_DOWN"
@@ -41,7 +46,7 @@ def _infer_f16_if(inputs: list[int], shape_inputs: list[int]):
 
     def infer(ctx: onnx.shape_inference.InferenceContext) -> None:
         types = [input_elem_type(ctx, i) for i in inputs]
-        if TensorProto.FLOAT in types:
+        if TensorProto.FLOAT in types or TensorProto.DOUBLE in types:
             et = TensorProto.FLOAT
         elif all(t == TensorProto.FLOAT16 for t in types):
             et = TensorProto.FLOAT16
@@ -64,9 +69,9 @@ def _quant(name: str) -> Op:
             _ROUND,
         ],
         [
-            ("TX", F16, "float32 or float16"),
-            ("TS", F16, "float32 or float16"),
-            ("TZ", F16, "float32 or float16"),
+            ("TX", F16_F64, "float32, float16 or float64 (float16 and float64 do not mix)"),
+            ("TS", F16_F64, "float32, float16 or float64"),
+            ("TZ", F16_F64, "float32, float16 or float64"),
             BW,
         ],
         infer_broadcast([0, 1, 2, 3], TensorProto.FLOAT),
@@ -75,11 +80,13 @@ def _quant(name: str) -> Op:
 
 # Trunc: X float32 with float32 scale/zeropt -> float32; X float16 with float32 scale/zeropt -> float32; all of X,
 # scale, zeropt (and out_scale) float16 -> float16. The output is float16 exactly when scale is.
+# float64 X/scale/zeropt/out_scale (and float64/int64 bit widths) give a float32 output (docs/ops.md).
 _TRUNC_TYPES = [
-    ("TX", F16, "float32 or float16"),
-    ("TS", F16, "scale and zeropt: float32, or float16 with a float16 X"),
-    ("TO", F16, "out_scale: float32 or float16"),
-    ("TY", F16, "float16 when scale is float16"),
+    ("TX", F16_F64, "float32, float16 or float64"),
+    ("TS", F16_F64, "scale: float32, float16 with a float16 X, or float64"),
+    ("TZ", F16_F64, "zeropt: as scale"),
+    ("TO", F16_F64, "out_scale: float32, float16 or float64"),
+    ("TY", F16, "float16 when scale is float16, else float32"),
     BW,
 ]
 
@@ -91,7 +98,7 @@ def _trunc(name: str) -> list[Op]:
         [
             Param("X", "TX"),
             Param("scale", "TS"),
-            Param("zeropt", "TS"),
+            Param("zeropt", "TZ"),
             Param("in_bitwidth", "TB"),
             Param("out_bitwidth", "TB"),
         ],
@@ -107,7 +114,7 @@ def _trunc(name: str) -> list[Op]:
         [
             Param("X", "TX"),
             Param("scale", "TS"),
-            Param("zeropt", "TS"),
+            Param("zeropt", "TZ"),
             Param("in_bitwidth", "TI"),
             Param("out_scale", "TO"),
             Param("out_bitwidth", "TB"),
@@ -118,7 +125,7 @@ def _trunc(name: str) -> list[Op]:
             Attr("signed", AttrType.INT, 1),
             Attr("narrow", AttrType.INT, 0),
         ],
-        [*_TRUNC_TYPES, ("TI", ["tensor(float)", "tensor(int32)", "tensor(float16)"], "not used")],
+        [*_TRUNC_TYPES, ("TI", BW[1], "not used")],
         _infer_f16_if([1], [0, 1, 2, 4, 5]),
         since_version=2,
     )
@@ -212,12 +219,12 @@ def ops() -> list[Op]:
         _quant("IntQuant"),
         Op(
             "BipolarQuant",
-            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale; float16 when X and scale are.",
+            "Binary quantization: Y = (X >= 0 ? +1 : -1) * scale; float16 when X and scale are, else float32.",
             [Param("X", "TX"), Param("scale", "TS")],
             [Param("Y", "TY")],
             constraints=[
-                ("TX", F16, "float32 or float16"),
-                ("TS", F16, "float32 or float16"),
+                ("TX", F16_F64, "float32, float16 or float64 (float16 and float64 do not mix)"),
+                ("TS", F16_F64, "float32, float16 or float64"),
                 ("TY", F16, "float16 when X and scale are"),
             ],
             infer=_infer_f16_if([0, 1], [0, 1]),
@@ -248,7 +255,7 @@ def ops() -> list[Op]:
         Op(
             "MultiThreshold",
             "Y = out_scale * (number of thresholds of X's channel that are <= X) + out_bias.",
-            [Param("X", "T"), Param("thresholds", "T")],
+            [Param("X", "T"), Param("thresholds", "TT")],
             [Param("Y", "T")],
             [
                 Attr("out_dtype", AttrType.STRING, ""),
@@ -256,7 +263,10 @@ def ops() -> list[Op]:
                 Attr("out_bias", AttrType.FLOAT, 0.0),
                 Attr("data_layout", AttrType.STRING, "NCHW"),
             ],
-            [("T", ["tensor(float)"], "float32")],
+            [
+                ("T", ["tensor(float)"], "float32"),
+                ("TT", ["tensor(float)", "tensor(double)", "tensor(int64)"], "float32, float64 or int64"),
+            ],
             _multithreshold_infer,
         ),
         Op(

@@ -16,8 +16,12 @@ from dataclasses import dataclass
 import onnx
 
 from ortquant.transforms._util import ModelError
+from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.check_trunc import check_trunc_versions
+from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.int8_relu import rewrite_int8_relu
+from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
+from ortquant.transforms.legacy_domains import fix_legacy_domains
 
 
 @dataclass(frozen=True)
@@ -37,9 +41,15 @@ class Transform:
     when: Callable[[PrepareOptions], bool] = lambda _opts: True
 
 
+# Domains first (every later step sees QONNX nodes in their canonical domain), then the checks, then the type
+# fixes (the int8 rewrites read element types), then the rewrites.
 PIPELINE: list[Transform] = [
+    Transform("fix_legacy_domains", fix_legacy_domains),
     Transform("check_trunc_versions", check_trunc_versions),
+    Transform("fix_declared_types", fix_declared_types),
+    Transform("rewrite_channels_last", rewrite_channels_last),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
+    Transform("rewrite_int_maxpool_pads", rewrite_int_maxpool_pads),
 ]
 
 

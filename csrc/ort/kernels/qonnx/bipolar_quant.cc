@@ -1,6 +1,9 @@
 // QONNX BipolarQuant adapter: no attributes; a node on constant inputs is computed once at creation. X and scale
 // are each float32 or float16; the output is float16 when both are (qonnx returns numpy's dtype), else float32.
+// X and scale may also be float32/float64 with at least one float64: float32 output (qonnx returns float64 there,
+// docs/ops.md says why we do not).
 #include "core/qonnx/bipolar_quant.h"
+#include "core/qonnx/wide_params.h"
 
 #include "ort/kernels/qonnx/elementwise.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
@@ -26,6 +29,17 @@ class BipolarQuantKernel : public OpKernel {
 
  private:
   static void run(const TensorView& x, const TensorView& s, KernelContext* ctx, OwnedTensor* folded) {
+    if (x.dtype == kDouble || s.dtype == kDouble) {
+      expect_wide(x, "input X");
+      expect_wide(s, "input scale");
+      const Shape out = broadcast_shapes({x.shape, s.shape});
+      const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, s.shape});
+      float* y = output_buffer(ctx, folded, out);
+      run_range(ctx, plan.total, [&](int64_t b, int64_t e) {
+        qonnx::bipolar_quant_wide(plan, {x.data, x.dtype == kDouble}, {s.data, s.dtype == kDouble}, y, b, e);
+      });
+      return;
+    }
     const bool x16 = is_float16(x, "input X");
     const bool s16 = is_float16(s, "input scale");
     const Shape out = broadcast_shapes({x.shape, s.shape});
@@ -45,11 +59,15 @@ class BipolarQuantKernel : public OpKernel {
 
 std::vector<OpSpec> bipolar_quant_specs(const std::string& name) {
   using qonnx_elementwise::kFloat16;
-  const ONNXTensorElementDataType combos[4][3] = {  // X, scale -> Y; all-float32 first
+  using qonnx_elementwise::kDouble;
+  const ONNXTensorElementDataType combos[7][3] = {  // X, scale -> Y; all-float32 first
       {kFloat, kFloat, kFloat},
       {kFloat16, kFloat16, kFloat16},
       {kFloat16, kFloat, kFloat},
-      {kFloat, kFloat16, kFloat}};
+      {kFloat, kFloat16, kFloat},
+      {kFloat, kDouble, kFloat},
+      {kDouble, kFloat, kFloat},
+      {kDouble, kDouble, kFloat}};
   std::vector<OpSpec> specs;
   for (const auto& c : combos) {
     OpSpec s;

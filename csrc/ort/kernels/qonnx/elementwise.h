@@ -10,6 +10,14 @@
 namespace ortquant::ort::qonnx_elementwise {
 
 constexpr ONNXTensorElementDataType kFloat16 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+constexpr ONNXTensorElementDataType kDouble = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+
+// A float32 or float64 operand of the float64-parameter paths (core/qonnx/wide_params.h); throws naming `what`
+// for anything else (float16 does not mix with float64).
+inline void expect_wide(const TensorView& t, const char* what) {
+  if (t.dtype != kFloat && t.dtype != kDouble)
+    throw_error(what, " must be float32 or float64 when another input is float64, got ", dtype_name(t.dtype));
+}
 
 // True for a float16 tensor, false for a float32 one; throws naming `what` for anything else.
 inline bool is_float16(const TensorView& t, const char* what) {

@@ -2,6 +2,7 @@
 // a layout ending in 'C' means channels-last (last axis), anything else channel axis 1. Constant thresholds are
 // prepared (sorted per channel) once at creation; an all-constant node is computed once at creation.
 #include "core/qonnx/multithreshold.h"
+#include "core/qonnx/wide_params.h"
 
 #include <optional>
 
@@ -16,13 +17,21 @@ namespace {
 constexpr int64_t kGrain = 1 << 14;
 
 void check_thresholds(const TensorView& t) {
-  expect_dtype(t, kFloat, "input thresholds");
+  if (t.dtype != kFloat && t.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE &&
+      t.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+    throw_error("input thresholds must be float32, float64 or int64, got ", dtype_name(t.dtype));
   if (t.shape.size() != 2)
     throw_error("input thresholds must be 2-D (channels or 1, number of thresholds), got shape ", shape_str(t.shape));
 }
 
+// float64 / int64 thresholds become the float32 thresholds with the same outcome for every float32 X (numpy
+// compares float32 with float64 exactly; core/qonnx/wide_params.h).
 qonnx::ThresholdTable prepare(const TensorView& t) {
-  return qonnx::prepare_thresholds(t.as<float>(), t.shape[0], t.shape[1]);
+  if (t.dtype == kFloat) return qonnx::prepare_thresholds(t.as<float>(), t.shape[0], t.shape[1]);
+  std::vector<float> f(static_cast<size_t>(t.size()));
+  if (t.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) qonnx::thresholds_to_f32(t.as<double>(), f.data(), t.size());
+  else qonnx::thresholds_i64_to_f32(t.as<int64_t>(), f.data(), t.size());
+  return qonnx::prepare_thresholds(f.data(), t.shape[0], t.shape[1]);
 }
 
 class MultiThresholdKernel : public OpKernel {
@@ -98,7 +107,7 @@ class MultiThresholdKernel : public OpKernel {
 OpSpec multithreshold_spec(const std::string& name) {
   OpSpec s;
   s.name = name;
-  s.inputs = {req(kFloat), req(kFloat)};
+  s.inputs = {req(kFloat), req(kAny)};  // thresholds float32, float64 or int64 (checked by the kernel)
   s.outputs = {req(kFloat)};
   s.factory = [](const KernelInfo& info) { return std::make_unique<MultiThresholdKernel>(info); };
   return s;

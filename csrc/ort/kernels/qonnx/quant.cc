@@ -1,9 +1,11 @@
 // QONNX Quant / IntQuant adapter: attributes and constant inputs at creation, core::qonnx::int_quant per run.
-// X, scale and zeropt are each float32 or float16 (one OpSpec per combination, output float32); the bit width is
-// float32, int32 or float16.
+// X, scale and zeropt are each float32 or float16, or each float32 or float64 (one OpSpec per combination, output
+// float32); the bit width is float32, int32, float16, float64 or int64.
 #include "core/qonnx/quant.h"
 
 #include <cstring>
+
+#include "core/qonnx/wide_params.h"
 
 #include "ort/kernels/qonnx/elementwise.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
@@ -12,7 +14,9 @@
 namespace ortquant::ort {
 namespace {
 
+using qonnx_elementwise::expect_wide;
 using qonnx_elementwise::is_float16;
+using qonnx_elementwise::kDouble;
 using qonnx_elementwise::kFloat16;
 
 class QuantKernel : public OpKernel {
@@ -43,19 +47,37 @@ class QuantKernel : public OpKernel {
   // Computes into ctx's output 0, or into `folded` when ctx is null.
   void run(const TensorView& x, const TensorView& s, const TensorView& z, const TensorView& b, KernelContext* ctx,
            OwnedTensor* folded) const {
-    const bool x16 = is_float16(x, "input X");
-    const bool s16 = is_float16(s, "input scale");
-    const bool z16 = is_float16(z, "input zeropt");
+    const bool wide = x.dtype == kDouble || s.dtype == kDouble || z.dtype == kDouble;
+    const bool x16 = !wide && is_float16(x, "input X");
+    const bool s16 = !wide && is_float16(s, "input scale");
+    const bool z16 = !wide && is_float16(z, "input zeropt");
+    if (wide) {
+      expect_wide(x, "input X");
+      expect_wide(s, "input scale");
+      expect_wide(z, "input zeropt");
+    }
     if (b.size() != 1) throw_error("input bitwidth must have exactly one element, got shape ", shape_str(b.shape));
+    // Bounds in the bit width's own precision (b64), and as the float32/float16 data paths use them (bounds).
+    qonnx::IntQuantBounds64 b64;
     qonnx::IntQuantBounds bounds;
     if (b.dtype == kFloat) {
       bounds = qonnx::int_quant_bounds(signed_, narrow_, *b.as<float>());
+      b64 = qonnx::widen(bounds);
     } else if (b.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) {
       bounds = qonnx::int_quant_bounds_int(signed_, narrow_, *b.as<int32_t>());
+      b64 = qonnx::int_quant_bounds_i64(signed_, narrow_, *b.as<int32_t>());
     } else if (b.dtype == kFloat16) {
       bounds = qonnx::int_quant_bounds_half(signed_, narrow_, *b.as<uint16_t>());
+      b64 = qonnx::widen(bounds);
+    } else if (b.dtype == kDouble) {
+      if (x16 || s16 || z16) throw_error("a float64 bitwidth with float16 data is not supported");
+      b64 = qonnx::int_quant_bounds_f64(signed_, narrow_, *b.as<double>());
+      bounds = qonnx::narrow_to_f32(b64);
+    } else if (b.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) {
+      b64 = qonnx::int_quant_bounds_i64(signed_, narrow_, *b.as<int64_t>());
+      bounds = qonnx::narrow_to_f32(b64);
     } else {
-      throw_error("input bitwidth must be float32, int32 or float16, got ", dtype_name(b.dtype));
+      throw_error("input bitwidth must be float32, int32, float16, float64 or int64, got ", dtype_name(b.dtype));
     }
     const Shape out = broadcast_shapes({x.shape, s.shape, z.shape, b.shape});
     const BroadcastPlan plan = make_broadcast_plan(out, {x.shape, s.shape, z.shape});
@@ -69,7 +91,10 @@ class QuantKernel : public OpKernel {
       y = reinterpret_cast<float*>(folded->bytes.data());
     }
     auto body = [&](int64_t b0, int64_t e0) {
-      if (!x16 && !s16 && !z16) {
+      if (wide) {
+        qonnx::int_quant_wide(plan, {x.data, x.dtype == kDouble}, {s.data, s.dtype == kDouble},
+                              {z.data, z.dtype == kDouble}, y, b0, e0, b64, mode_);
+      } else if (!x16 && !s16 && !z16) {
         qonnx::int_quant(plan, x.as<float>(), s.as<float>(), z.as<float>(), y, b0, e0, bounds, mode_);
       } else {
         qonnx::int_quant_mixed(plan, {x.data, x16}, {s.data, s16}, {z.data, z16}, y, b0, e0, bounds, mode_);
@@ -91,6 +116,15 @@ std::vector<OpSpec> quant_specs(const std::string& name) {
   std::vector<OpSpec> specs;
   for (int combo = 0; combo < 8; ++combo) {  // all-float32 first
     auto t = [&](int bit) { return combo & (1 << bit) ? kFloat16 : kFloat; };
+    OpSpec s;
+    s.name = name;
+    s.inputs = {req(t(0)), req(t(1)), req(t(2)), req(kAny)};
+    s.outputs = {req(kFloat)};
+    s.factory = [](const KernelInfo& info) { return std::make_unique<QuantKernel>(info); };
+    specs.push_back(std::move(s));
+  }
+  for (int combo = 1; combo < 8; ++combo) {  // float32/float64 with at least one float64 (wide_params.h)
+    auto t = [&](int bit) { return combo & (1 << bit) ? kDouble : kFloat; };
     OpSpec s;
     s.name = name;
     s.inputs = {req(t(0)), req(t(1)), req(t(2)), req(kAny)};

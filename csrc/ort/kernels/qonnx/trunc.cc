@@ -2,8 +2,11 @@
 // 6 run v2. Constant parameter inputs are expanded once at creation; a node on constant inputs is computed once.
 // dtypes (three OpSpecs): X, scale, zeropt float32 -> float32; X float16 with float32 scale and zeropt -> float32
 // (numpy promotes to float32 at X / scale); X, scale, zeropt and input 4 (v1 out_bitwidth, v2 out_scale) float16
-// -> float16 (see core/qonnx/trunc.h for the other inputs).
+// -> float16 (see core/qonnx/trunc.h for the other inputs). Any float64 or int64 input (X, scale, zeropt each
+// float32/float64; bit widths and out_scale float32/float64/int32/int64) runs the float64 path of
+// core/qonnx/wide_params.h (float32 output).
 #include "core/qonnx/trunc.h"
+#include "core/qonnx/wide_params.h"
 
 #include "ort/kernels/qonnx/elementwise.h"
 #include "ort/kernels/qonnx/qonnx_ops.h"
@@ -23,10 +26,10 @@ class TruncKernel : public OpKernel {
     // signed/narrow belong to v2; they are validated for v1 too and ignored there (as qonnx does).
     signed_ = info.attr_bool("signed", true);
     narrow_ = info.attr_bool("narrow", false);
-    if (params_constant()) {
+    if (params_constant() && !any_wide_constant()) {
       params_ = make_params(*scale_.constant(), *zeropt_.constant(), v2_ ? TensorView() : *in_bw_.constant(),
                             *in4_.constant(), v2_ ? *out_bw_.constant() : TensorView());
-      if (x_.is_constant()) {
+      if (x_.is_constant() && !is_wide(*x_.constant())) {
         folded_ = OwnedTensor();
         run(*x_.constant(), *params_, nullptr, &*folded_);
       }
@@ -36,7 +39,13 @@ class TruncKernel : public OpKernel {
   void compute(KernelContext& ctx) const override {
     if (folded_) return emit_folded(ctx, *folded_);
     const TensorView x = x_.get(ctx);
-    if (params_) return run(x, *params_, &ctx, nullptr);
+    if (params_) {
+      if (is_wide(x)) return run_wide(ctx, x);
+      return run(x, *params_, &ctx, nullptr);
+    }
+    if (is_wide(x) || is_wide(scale_.get(ctx)) || is_wide(zeropt_.get(ctx)) || is_wide(in4_.get(ctx)) ||
+        (v2_ ? is_wide(out_bw_.get(ctx)) : is_wide(in_bw_.get(ctx))))
+      return run_wide(ctx, x);
     const qonnx::TruncParams p = make_params(scale_.get(ctx), zeropt_.get(ctx), v2_ ? TensorView() : in_bw_.get(ctx),
                                              in4_.get(ctx), v2_ ? out_bw_.get(ctx) : TensorView());
     run(x, p, &ctx, nullptr);
@@ -69,6 +78,56 @@ class TruncKernel : public OpKernel {
     run_range(ctx, plan.total, [&](int64_t b, int64_t e) { qonnx::trunc(plan, x.data, x16, p, y, b, e, mode_); });
   }
 
+  static bool is_wide(const TensorView& t) {
+    return t.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE || t.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  }
+  bool any_wide_constant() const {
+    for (const ParamInput* p : {&scale_, &zeropt_, &in4_, v2_ ? &out_bw_ : &in_bw_})
+      if (p->is_constant() && is_wide(*p->constant())) return true;
+    return false;
+  }
+
+  // A view as the float64 path's tensor; `allow_int` for bit widths (int32/int64), float16 is refused.
+  static qonnx::WideTensor wide(const TensorView& t, bool allow_int, const char* what) {
+    using K = qonnx::WideTensor;
+    switch (t.dtype) {
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return {t.data, K::kF32, t.shape};
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return {t.data, K::kF64, t.shape};
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+        if (allow_int) return {t.data, K::kI32, t.shape};
+        break;
+      case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+        if (allow_int) return {t.data, K::kI64, t.shape};
+        break;
+      default: break;
+    }
+    throw_error("input ", what, " must be float32 or float64", allow_int ? ", int32 or int64" : "",
+                " when another input is float64 or int64, got ", dtype_name(t.dtype));
+  }
+
+  void run_wide(KernelContext& ctx, const TensorView& xv) const {
+    const TensorView sv = scale_.get(ctx), zv = zeropt_.get(ctx), i4 = in4_.get(ctx);
+    const qonnx::WideTensor x = wide(xv, false, "X"), s = wide(sv, false, "scale"), z = wide(zv, false, "zeropt");
+    const qonnx::WideTensor four = wide(i4, true, v2_ ? "out_scale" : "out_bitwidth");
+    std::vector<Shape> shapes = {xv.shape, sv.shape, zv.shape, i4.shape};
+    qonnx::WideTensor in_bw, out_bw;
+    if (v2_) {
+      if (!in4_.present()) throw_error("input out_scale is missing");
+      const TensorView ob = out_bw_.get(ctx);
+      if (four.is_int()) throw_error("input out_scale must be float32 or float64, got ", dtype_name(i4.dtype));
+      out_bw = wide(ob, true, "out_bitwidth");
+      in_bw = {four.data, four.kind, Shape{}};  // not read by v2 (a one-element placeholder shape)
+      shapes.push_back(ob.shape);
+    } else {
+      const TensorView ib = in_bw_.get(ctx);
+      in_bw = wide(ib, true, "in_bitwidth");
+      shapes.push_back(ib.shape);
+    }
+    const Shape out = broadcast_shapes(shapes);
+    float* y = ctx.output_as<float>(0, out);
+    qonnx::trunc_wide(x, s, z, in_bw, four, v2_ ? &out_bw : nullptr, signed_, narrow_, mode_, out, y);
+  }
+
   ParamInput x_, scale_, zeropt_, in_bw_, in4_, out_bw_;
   bool v2_ = false;
   bool signed_ = true, narrow_ = false;
@@ -94,6 +153,16 @@ std::vector<OpSpec> trunc_specs(const std::string& name) {
   add(kFloat, kFloat, kAny, kFloat);
   add(kFloat16, kFloat, kAny, kFloat);
   add(kFloat16, kFloat16, kFloat16, kFloat16);
+  // float64 X / scale / zeropt (float64 bit widths or out_scale alone go through the first form).
+  for (int combo = 1; combo < 8; ++combo) {
+    auto t = [&](int bit) { return combo & (1 << bit) ? kDouble : kFloat; };
+    OpSpec s;
+    s.name = name;
+    s.inputs = {req(t(0)), req(t(1)), req(t(2)), req(kAny), req(kAny), opt(kAny)};
+    s.outputs = {req(kFloat)};
+    s.factory = [](const KernelInfo& info) { return std::make_unique<TruncKernel>(info); };
+    specs.push_back(std::move(s));
+  }
   return specs;
 }
 

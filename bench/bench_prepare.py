@@ -1,0 +1,60 @@
+"""Per-session cost of ortquant.prepare_model (the transform pipeline) on a model, as a ratio to onnxruntime's own
+session creation for the same model.
+
+    PYTHONPATH=python .venv/bin/python bench/bench_prepare.py [MODEL ...]     (default: the largest in models/)
+
+Prints the median over 30 runs of what ortquant.InferenceSession(path) adds per session (onnx.load without
+external data, then the pipeline on the ModelProto), and of creating an onnxruntime.InferenceSession (ortquant
+registered) from the path, 10 runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import onnx
+import onnxruntime as ort
+
+import ortquant
+from ortquant.transforms import PrepareOptions, apply_pipeline
+
+
+def _median_ms(fn, runs: int = 30) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
+
+
+def bench_one(path: str) -> str:
+    """One line of figures for the model at ``path``."""
+    model = onnx.load(path)
+    so = ort.SessionOptions()
+    ortquant.register(so)
+    load = _median_ms(lambda: onnx.load(path, load_external_data=False))
+    pipe = _median_ms(lambda: apply_pipeline(model, PrepareOptions()))
+    sess = _median_ms(lambda: ort.InferenceSession(path, so, providers=["CPUExecutionProvider"]), runs=10)
+    _, changed = apply_pipeline(model, PrepareOptions())
+    return (
+        f"{Path(path).name} ({Path(path).stat().st_size / 1024:.0f} KiB, {len(model.graph.node)} nodes): "
+        f"load {load:.2f} ms + pipeline {pipe:.2f} ms = {(load + pipe):.2f} ms per session; "
+        f"onnxruntime session creation {sess:.1f} ms (ratio {(load + pipe) / sess:.3f}); "
+        f"rewrites: {', '.join(changed) or 'none'}"
+    )
+
+
+def main(paths: list[str]) -> None:
+    if not paths:
+        models = Path(__file__).resolve().parents[1].joinpath("models").glob("*.onnx")
+        paths = [str(max(models, key=lambda p: p.stat().st_size))]
+    for path in paths:
+        print(bench_one(path))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,240 @@
+#include "core/qonnx/wide_params.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/error.h"
+#include "core/qonnx/params.h"
+#include "core/qonnx/trunc.h"
+
+namespace ortquant::qonnx {
+
+IntQuantBounds64 int_quant_bounds_f64(bool is_signed, bool narrow, double bw) {
+  if (!std::isfinite(bw) || !(bw > 0.0)) throw_error("bitwidth must be finite and positive, got ", bw);
+  IntQuantBounds64 b;
+  if (is_signed && bw == 1.0) {
+    b.bipolar = true;
+    return b;
+  }
+  // The float64 expressions of qonnx's min_int/max_int (numpy float64 power is the C library's pow).
+  if (is_signed) {
+    const double p = std::pow(2.0, bw - 1.0);
+    b.lo = narrow ? -p + 1.0 : -p;
+    b.hi = p - 1.0;
+  } else {
+    const double p = std::pow(2.0, bw);
+    b.lo = 0.0 * bw;
+    b.hi = narrow ? p - 2.0 : p - 1.0;
+  }
+  return b;
+}
+
+IntQuantBounds64 int_quant_bounds_i64(bool is_signed, bool narrow, int64_t bw) {
+  if (bw <= 0) throw_error("bitwidth must be positive, got ", bw);
+  if (bw > 62) throw_error("bitwidth must be at most 62 for an int64 bitwidth, got ", bw);
+  IntQuantBounds64 b;
+  if (is_signed && bw == 1) {
+    b.bipolar = true;
+    return b;
+  }
+  const int64_t one = 1;
+  // numpy compares a float with an int64 bound by converting the bound to float64 (nearest).
+  if (is_signed) {
+    const int64_t p = one << (bw - 1);
+    b.lo = static_cast<double>(narrow ? -p + 1 : -p);
+    b.hi = static_cast<double>(p - 1);
+  } else {
+    const int64_t p = one << bw;
+    b.lo = 0.0;
+    b.hi = static_cast<double>(narrow ? p - 2 : p - 1);
+  }
+  return b;
+}
+
+IntQuantBounds64 widen(const IntQuantBounds& b) { return {b.lo, b.hi, b.bipolar}; }
+
+IntQuantBounds narrow_to_f32(const IntQuantBounds64& b) {
+  IntQuantBounds out;
+  out.lo = static_cast<float>(b.lo);
+  out.hi = static_cast<float>(b.hi);
+  out.bipolar = b.bipolar;
+  return out;
+}
+
+namespace {
+
+template <RoundMode M>
+void int_quant_wide_impl(const BroadcastPlan& plan, WideOperand x, WideOperand s, WideOperand z, float* y,
+                         int64_t begin, int64_t end, const IntQuantBounds64& b) {
+  const bool div_f32 = !x.f64 && !s.f64;
+  for_each_segment(plan, begin, end, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double xv = x.at(offs[0] + i * st[0]);
+      const double sv = s.at(offs[1] + i * st[1]);
+      const double zv = z.at(offs[2] + i * st[2]);
+      double d = div_f32 ? static_cast<double>(static_cast<float>(xv) / static_cast<float>(sv)) : xv / sv;
+      d = d + zv;
+      double q;
+      if (b.bipolar) {
+        q = d >= 0.0 ? 1.0 : -1.0;
+      } else {
+        if (d > b.hi) d = b.hi;
+        if (d < b.lo) d = b.lo;
+        q = round_value<M>(d);
+      }
+      y[o + i] = static_cast<float>((q - zv) * sv);
+    }
+  });
+}
+
+}  // namespace
+
+void int_quant_wide(const BroadcastPlan& plan, WideOperand x, WideOperand s, WideOperand z, float* y, int64_t begin,
+                    int64_t end, const IntQuantBounds64& b, RoundMode mode) {
+  dispatch_round_mode(mode, [&](auto m) { int_quant_wide_impl<decltype(m)::value>(plan, x, s, z, y, begin, end, b); });
+}
+
+void bipolar_quant_wide(const BroadcastPlan& plan, WideOperand x, WideOperand s, float* y, int64_t begin,
+                        int64_t end) {
+  for_each_segment(plan, begin, end, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double xv = x.at(offs[0] + i * st[0]);
+      const double sv = s.at(offs[1] + i * st[1]);
+      y[o + i] = static_cast<float>((xv >= 0.0 ? 1.0 : -1.0) * sv);
+    }
+  });
+}
+
+void thresholds_to_f32(const double* t, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = t[i];
+    float f = static_cast<float>(v);  // nearest (NaN stays NaN, beyond FLT_MAX gives inf)
+    if (static_cast<double>(f) < v) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+    out[i] = f;
+  }
+}
+
+void thresholds_i64_to_f32(const int64_t* t, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = static_cast<double>(t[i]);
+    thresholds_to_f32(&v, out + i, 1);
+  }
+}
+
+namespace {
+
+// One numpy step in float32 (f32 = true: the float32 operation, exact via double for + - * /) or float64.
+inline double step(bool f32, double v) { return f32 ? static_cast<double>(static_cast<float>(v)) : v; }
+
+// The exact nearest power of two to a float64 ratio: 2^round(log2(r)); NaN for negative/NaN, 0 for 0, inf for inf.
+double power_of_two_f64(double r) {
+  if (std::isnan(r) || r < 0.0) return std::numeric_limits<double>::quiet_NaN();
+  if (r == 0.0) return 0.0;
+  if (std::isinf(r)) return r;
+  int e = 0;
+  const double m = std::frexp(r, &e) * 2.0;  // r = m * 2^(e-1), m in [1, 2)
+  // log2(r) = e - 1 + log2(m); round up when m > sqrt(2). No double lies strictly between sqrt(2) and its
+  // rounding 1.4142135623730951 (which is above sqrt(2)), so m > sqrt(2) <=> m >= that double.
+  const int k = (e - 1) + (m >= 1.4142135623730951 ? 1 : 0);
+  return std::ldexp(1.0, k);
+}
+
+// qonnx's min_int/max_int (no 1-bit special case in Trunc) for one bit width element of any kind.
+void trunc_bounds(const WideTensor& bw, int64_t i, bool is_signed, bool narrow, double* lo, double* hi) {
+  if (bw.is_int()) {
+    const int64_t b = bw.i64(i);
+    if (b <= 0 || b > 62) throw_error("out_bitwidth must be in [1, 62] for an integer bit width, got ", b);
+    const int64_t p = int64_t{1} << (is_signed ? b - 1 : b);
+    *lo = is_signed ? static_cast<double>(narrow ? -p + 1 : -p) : 0.0;
+    *hi = static_cast<double>(is_signed ? p - 1 : (narrow ? p - 2 : p - 1));
+    return;
+  }
+  const double b = bw.at(i);
+  if (!std::isfinite(b) || !(b > 0.0)) throw_error("out_bitwidth must be finite and positive, got ", b);
+  const bool f32 = bw.kind == WideTensor::kF32;
+  const double p = f32 ? static_cast<double>(std::pow(2.0f, static_cast<float>(is_signed ? b - 1.0 : b)))
+                       : std::pow(2.0, is_signed ? b - 1.0 : b);
+  if (is_signed) {
+    *lo = step(f32, narrow ? -p + 1.0 : -p);
+    *hi = step(f32, p - 1.0);
+  } else {
+    *lo = 0.0;
+    *hi = step(f32, narrow ? p - 2.0 : p - 1.0);
+  }
+}
+
+template <RoundMode M>
+double round_in(bool f32, double v) {
+  return f32 ? static_cast<double>(round_value<M>(static_cast<float>(v))) : round_value<M>(v);
+}
+
+template <RoundMode M>
+void trunc_wide_impl(const WideTensor& x, const WideTensor& s, const WideTensor& z, const WideTensor& in_bw,
+                     const WideTensor& in4, const WideTensor* out_bw, bool is_signed, bool narrow, const Shape& out,
+                     float* y) {
+  std::vector<Shape> shapes = {x.shape, s.shape, z.shape, in_bw.shape, in4.shape};
+  if (out_bw) shapes.push_back(out_bw->shape);
+  const bool p1 = !(x.f64() || s.f64());  // true: the step is float32
+  const bool p2 = p1 && !z.f64();
+  for_each_broadcast(out, shapes, [&](int64_t o, const int64_t* idx) {
+    const double xv = x.at(idx[0]), sv = s.at(idx[1]), zv = z.at(idx[2]);
+    double d = step(p1, xv / sv);
+    d = step(p2, d + zv);
+    d = std::nearbyint(d);  // np.round: half to even, exact in either precision
+    double r;
+    if (out_bw) {  // v2
+      const double os = in4.at(idx[4]);
+      const bool pr = !(in4.f64() || s.f64());
+      const double t = pr ? static_cast<double>(trunc_power_of_two(static_cast<float>(os) / static_cast<float>(sv)))
+                          : power_of_two_f64(os / sv);
+      const bool p3 = p2 && pr;
+      d = step(p3, d / t);
+      double lo = 0.0, hi = 0.0;
+      trunc_bounds(*out_bw, idx[5], is_signed, narrow, &lo, &hi);
+      if (d > hi) d = step(p3, hi);
+      if (d < lo) d = step(p3, lo);
+      const double q = round_in<M>(p3, d);
+      const bool pz = !z.f64() && pr;
+      const double oz = step(pz, zv / t);
+      const bool p4 = p3 && pz;
+      r = step(p4, q - oz);
+      r = step(p4 && !in4.f64(), r * os);
+    } else {  // v1: 2 ** (in_bitwidth - out_bitwidth)
+      const WideTensor& ob = in4;
+      double ts;
+      bool pb;  // true: float32
+      if (in_bw.is_int() && ob.is_int()) {
+        const int64_t ib = in_bw.i64(idx[3]), obv = ob.i64(idx[4]);
+        if (ib <= 0 || obv <= 0) throw_error("bit widths must be positive, got ", ib, " and ", obv);
+        ts = std::pow(2.0, static_cast<double>(ib - obv));  // 2.0 ** int array: float64
+        pb = false;
+      } else {
+        pb = in_bw.kind == WideTensor::kF32 && ob.kind == WideTensor::kF32;
+        const double ib = in_bw.at(idx[3]), obv = ob.at(idx[4]);
+        if (!std::isfinite(ib) || !(ib > 0.0) || !std::isfinite(obv) || !(obv > 0.0))
+          throw_error("bit widths must be finite and positive, got ", ib, " and ", obv);
+        ts = pb ? static_cast<double>(std::pow(2.0f, static_cast<float>(ib) - static_cast<float>(obv)))
+                : std::pow(2.0, ib - obv);
+      }
+      const bool p3 = p2 && pb;
+      d = step(p3, d / ts);
+      const double q = round_in<M>(p3, d);
+      const bool p4 = p3 && !z.f64();
+      r = step(p4, q - zv);
+      r = step(p4 && !s.f64(), r * sv);
+    }
+    y[o] = static_cast<float>(r);
+  });
+}
+
+}  // namespace
+
+void trunc_wide(const WideTensor& x, const WideTensor& s, const WideTensor& z, const WideTensor& in_bw,
+                const WideTensor& in4, const WideTensor* out_bw, bool is_signed, bool narrow, RoundMode mode,
+                const Shape& out, float* y) {
+  dispatch_round_mode(mode, [&](auto m) {
+    trunc_wide_impl<decltype(m)::value>(x, s, z, in_bw, in4, out_bw, is_signed, narrow, out, y);
+  });
+}
+
+}  // namespace ortquant::qonnx

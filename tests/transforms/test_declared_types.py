@@ -1,0 +1,93 @@
+"""fix_declared_types: linger exports made with torch 2.x declare float value_info for custom-op outputs.
+
+Fixtures: the linger 1.1.1 conformance models (tests/data/linger, with linger's own outputs) with such wrong
+declarations injected the way the torch-2 TorchScript exporter writes them: every intermediate value (custom-op
+outputs and the standard ops that pass int8 on) declared tensor(float). Each must load and match linger bit for
+bit, through ortquant.InferenceSession and through ``ortquant prepare`` + a plain onnxruntime session.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from _oracle import ort_with_library
+from onnx import TensorProto, helper
+
+import ortquant
+from conftest import ORT_ERRORS, assert_bitexact
+from ortquant.cli import main
+from ortquant.transforms.declared_types import contradictions, fix_declared_types
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "linger"))
+from linger_util import DATA
+
+CASES = ["linear_2d", "conv2d_group_s2", "relu_int8", "maxpool_int8", "iqadd", "lstm_len_bf", "gru_tf", "conv_bn",
+         "iqcat2", "bmm"]  # fmt: skip
+
+
+def _inject_float_value_info(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    del out.graph.value_info[:]
+    io = {v.name for v in [*out.graph.input, *out.graph.output]} | {t.name for t in out.graph.initializer}
+    for node in out.graph.node:
+        if node.op_type == "Constant":
+            continue
+        for o in node.output:
+            if o and o not in io:
+                out.graph.value_info.append(helper.make_tensor_value_info(o, TensorProto.FLOAT, None))
+    return out
+
+
+def _feeds(case: str, model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+    data = np.load(DATA / f"{case}.npz")
+    names = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    feeds = {n: data[f"x{k}"] for k, n in enumerate(names)}
+    outs = [data[f"y{k}"] for k in range(len(model.graph.output))]
+    return feeds, outs
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_torch2_declarations_are_corrected(case, tmp_path):
+    model = _inject_float_value_info(onnx.load(str(DATA / f"{case}.onnx")))
+    found = contradictions(model)
+    assert found, "the fixture must contradict at least one declaration"
+    feeds, want = _feeds(case, model)
+    path = tmp_path / f"{case}.onnx"
+    onnx.save(model, path)
+    with pytest.raises(ORT_ERRORS):  # as published, plain onnxruntime refuses the declared types
+        ort_with_library(str(path), feeds)
+    got = ortquant.InferenceSession(str(path)).run(None, feeds)
+    for g, w in zip(got, want, strict=True):
+        if w.dtype != g.dtype:  # LSTM/GRU state outputs
+            w = w.astype(g.dtype)
+        assert_bitexact(g, w)
+    out = tmp_path / f"{case}_prepared.onnx"
+    assert main(["prepare", str(path), str(out)]) == 0
+    for g, w in zip(ort_with_library(str(out), feeds), got, strict=True):
+        assert_bitexact(g, w)
+
+
+def test_correct_declarations_are_kept():
+    model = onnx.load(str(DATA / "linear_2d.onnx"))
+    model = onnx.shape_inference.infer_shapes(model)  # declarations that agree with the ops
+    assert fix_declared_types(model) is model
+
+
+def test_wrong_graph_output_of_custom_op_is_corrected():
+    model = onnx.load(str(DATA / "linear_2d.onnx"))
+    # drop the final Dequant: the graph output is now LinearInt's int8 output, declared float by the exporter bug
+    deq = model.graph.node[-1]
+    assert deq.op_type == "Dequant"
+    produced = deq.input[0]
+    del model.graph.node[-1]
+    model.graph.output[0].name = produced
+    out = fix_declared_types(model)
+    assert out.graph.output[0].type.tensor_type.elem_type == TensorProto.INT8
+    feeds, _ = _feeds("linear_2d", model)
+    (y,) = ortquant.InferenceSession(model).run(None, feeds)
+    assert y.dtype == np.int8

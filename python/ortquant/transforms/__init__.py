@@ -17,6 +17,7 @@ import onnx
 
 from ortquant.transforms._util import ModelError
 from ortquant.transforms.check_trunc import check_trunc_versions
+from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 
 
@@ -40,6 +41,8 @@ class Transform:
 PIPELINE: list[Transform] = [
     Transform("check_trunc_versions", check_trunc_versions),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
+    # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
+    Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
 ]
 
 

@@ -89,4 +89,3 @@ def fold_weight_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
     del out.graph.value_info[:]
     out.graph.value_info.extend(vis)
     return out
-

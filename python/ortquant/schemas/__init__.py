@@ -13,11 +13,12 @@ def register_schemas() -> None:
     global _done
     if _done:
         return
-    from ortquant.schemas import linger, linger_matrix, linger_rnn, ngraph, qonnx
+    from ortquant.schemas import integer, linger, linger_matrix, linger_rnn, ngraph, qonnx
 
     qonnx.register()
     ngraph.register()
     linger.register()
     linger_matrix.register()
     linger_rnn.register()
+    integer.register()
     _done = True

@@ -19,14 +19,22 @@ from ortquant.transforms._util import ModelError
 from ortquant.transforms.check_trunc import check_trunc_versions
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
+from ortquant.transforms.lower_integer import lower_integer
 
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine."""
+    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine.
+
+    The two contradict each other (integer mode computes exact sums, qonnx float32 ones): asking for both raises.
+    """
 
     exact: bool = False
     integer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.exact and self.integer:
+            raise ValueError("exact=True and integer=True contradict each other: integer mode changes the numerics")
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,8 @@ class Transform:
 PIPELINE: list[Transform] = [
     Transform("check_trunc_versions", check_trunc_versions),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
+    # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).
+    Transform("lower_integer", lower_integer, lambda o: o.integer),
     # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
     Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
 ]

@@ -44,7 +44,7 @@ def foldable_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
     ]
 
 
-def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
+def evaluate_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
     """Run ``nodes`` (constant inputs only) through onnxruntime with ortquant's ops; their outputs as tensors."""
     import onnxruntime as ort
 
@@ -74,7 +74,7 @@ def fold_weight_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = foldable_nodes(model)
     if not nodes:
         return model
-    tensors = _evaluate(model, nodes)
+    tensors = evaluate_nodes(model, nodes)
     out = copy_model(model)
     folded = {n.output[0] for n in nodes}
     kept = [n for n in out.graph.node if not (len(n.output) == 1 and n.output[0] in folded)]

@@ -98,3 +98,23 @@ def test_check_generic_partition_is_explained(tmp_path, capsys):
     onnx.save(model, path)
     assert main(["check", str(path)]) == 1
     assert "GenericPartition is not supported" in capsys.readouterr().out
+
+
+def test_check_integer_says_per_layer_which_path(capsys):
+    from pathlib import Path
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    assert main(["check", "--integer", str(models / "cnn_w4a4.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("int   Conv_") == 3
+    assert "float Gemm_0" in out and "produced by Trunc" in out
+    assert "integer mode: 3 of 4 layer(s) on the integer path" in out
+
+
+def test_run_and_bench_integer(capsys):
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parents[1] / "models" / "mixed_bits.onnx"
+    assert main(["run", str(model), "--random", "--integer"]) == 0
+    assert main(["bench", str(model), "--integer", "--runs", "3", "--warmup", "1"]) == 0
+    assert "median" in capsys.readouterr().out

@@ -26,6 +26,8 @@ _NOT_SUPPORTED = {
     "LayerNormInt": "LayerNormInt is not supported: linger 1.1.1 itself cannot run it (no reference semantics)",
 }
 
+_INTEGER_HELP = "integer mode: quantized Conv/MatMul/Gemm layers on the int8 engine (docs/ops.md)"
+
 _ORT_TYPES = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
@@ -40,7 +42,7 @@ _ORT_TYPES = {
 }
 
 
-def _session(model: onnx.ModelProto, threads: int) -> Any:
+def _session(model: onnx.ModelProto, threads: int, integer: bool = False) -> Any:
     import onnxruntime as ort
 
     import ortquant
@@ -49,7 +51,7 @@ def _session(model: onnx.ModelProto, threads: int) -> Any:
     if threads > 0:
         so.intra_op_num_threads = threads
     so.log_severity_level = 3
-    return ortquant.InferenceSession(model, sess_options=so)
+    return ortquant.InferenceSession(model, sess_options=so, integer=integer)
 
 
 def _random_inputs(sess: Any, batch: int | None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -89,7 +91,7 @@ def _fmt_array(a: np.ndarray) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     model = onnx.load(args.model)
-    sess = _session(model, args.threads)
+    sess = _session(model, args.threads, integer=args.integer)
     feeds = _parse_inputs(args.input)
     missing = [i.name for i in sess.get_inputs() if i.name not in feeds]
     if missing:
@@ -133,8 +135,25 @@ def check_model(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, bool, str]
     return rows
 
 
+def print_integer_plan(model: onnx.ModelProto) -> None:
+    """Integer mode's decision per Conv / MatMul / Gemm layer: the path it takes and why."""
+    from ortquant.transforms.lower_integer import integer_plan
+
+    plan = integer_plan(model)
+    if not plan:
+        print("integer mode: no Conv / MatMul / Gemm layers")
+        return
+    width = max(len(d.node) for d in plan)
+    for d in plan:
+        print(f"{'int  ' if d.integer else 'float'} {d.node:<{width}}  {d.op_type:<6}  {d.reason}")
+    n = sum(d.integer for d in plan)
+    print(f"integer mode: {n} of {len(plan)} layer(s) on the integer path")
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     model = onnx.load(args.model)
+    if args.integer:
+        print_integer_plan(model)
     rows = check_model(model)
     if not rows:
         print("no custom-domain nodes: the model runs in stock onnxruntime")
@@ -145,7 +164,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if bad == 0:
         # Nodes are supported by name; creating a session validates attributes and types too.
         try:
-            _session(model, 1)
+            _session(model, 1, integer=args.integer)
         except Exception as e:
             print(f"session creation fails: {e}")
             return 1
@@ -186,7 +205,7 @@ def _summary(times: list[float]) -> str:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     model = onnx.load(args.model)
-    sess = _session(model, args.threads)
+    sess = _session(model, args.threads, integer=args.integer)
     feeds = _random_inputs(sess, args.batch)
     ours = _time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup, "ortquant")
     print(f"ortquant + onnxruntime: {_summary(ours)}")
@@ -215,10 +234,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--random", action="store_true", help="random values for inputs not given")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: onnxruntime's default)")
+    p.add_argument("--integer", action="store_true", help=_INTEGER_HELP)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="list custom nodes: supported or not, and why")
     p.add_argument("model", type=Path)
+    p.add_argument("--integer", action="store_true", help="also say per layer whether integer mode runs it, and why")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("bench", help="latency over many runs (optionally against qonnx's executor)")
@@ -229,6 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--qonnx", action="store_true", help="also time qonnx's execute_onnx")
     p.add_argument("--qonnx-runs", type=int, default=10, help="at most this many qonnx runs (it is slow)")
+    p.add_argument("--integer", action="store_true", help=_INTEGER_HELP)
     p.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)

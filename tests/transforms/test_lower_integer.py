@@ -61,7 +61,7 @@ def _conv_model(
         )
         last = "bn"
     nodes.append(helper.make_node("Relu", [last], ["y"], name="relu"))
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])]
     if extra_consumer:  # the activation quantizer's output is also read elsewhere (a residual branch)
         nodes.append(helper.make_node("ReduceSum", ["xq"], ["r"], name="other", keepdims=0))
         outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
@@ -141,7 +141,7 @@ def _gemm_model(act_from_input: bool = False, act_bits: float = 4.0, flatten: bo
     nodes.append(helper.make_node("Gemm", [src, "wq", "gb"], ["y"], name="fc", transB=1))
     g = helper.make_graph(
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, 8, 8])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])], initializer=inits,
     )  # fmt: skip
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
     m.ir_version = 10

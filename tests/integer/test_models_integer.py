@@ -3,9 +3,10 @@ float execution over 1,000 random inputs (docs/ops.md "Integer mode" has the fig
 
 qonnx's float execution is ortquant's ``exact=True`` session here: tests/models/test_brevitas_models.py checks that
 it reproduces qonnx 1.0.0's stored outputs, and it runs 1,000 inputs in a second where qonnx's executor takes
-minutes. The difference is measured in units of the output layer's step: the value of one accumulator unit of the
-last (integer) layer, S[j] = s_act * s_w[j], so "2 steps" means the integer network's logit moved by two products
-of the last quantized activation and weight.
+minutes. The difference is measured in units of the last quantizer's step: the scale s_act of the activation
+quantizer that feeds the output layer (one code of it). Where no hidden quantizer changes a level, the difference
+is float rounding (a tiny fraction of a step); where the float path's rounding moves a hidden activation across a
+quantization boundary, the output moves by a few steps.
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ MODELS = Path(__file__).resolve().parents[2] / "models"
 N_INPUTS = 1000
 
 # name -> (layers on the integer path, of all layers; bound on max |diff| in output steps; min argmax agreement)
+# (measured on an AVX2 host, 1,000 inputs: max 0.33 steps (resnet_mini), argmax agreement 1.0 everywhere; the
+# bounds leave room for another CPU's float summation order. cnn_w4a4's head stays float: no step, absolute bound.)
 EXPECT = {
-    "cnn4c2f_w4a4": (6, 6, 40.0, 0.97),
-    "resnet_mini_w6a6": (9, 9, 40.0, 0.97),
-    "mixed_bits": (6, 6, 40.0, 0.97),
-    "cnn_w4a4": (3, 4, None, 0.97),
-    "int8_resblock": (2, 3, 40.0, 0.97),
-    "binary_mlp": (2, 2, 0.0, 1.0),
+    "cnn4c2f_w4a4": (6, 6, 1.0, 0.99),
+    "resnet_mini_w6a6": (9, 9, 1.0, 0.99),
+    "mixed_bits": (6, 6, 1.0, 0.99),
+    "cnn_w4a4": (3, 4, None, 0.99),
+    "int8_resblock": (2, 3, 1.0, 0.99),
+    "binary_mlp": (2, 2, 1e-5, 1.0),
 }
 
 
@@ -41,14 +44,16 @@ def _session(model: onnx.ModelProto, **kw: bool) -> ort.InferenceSession:
     return ortquant.InferenceSession(model, sess_options=so, **kw)
 
 
-def _output_step(lowered: onnx.ModelProto) -> np.ndarray | None:
-    """S[j] of the integer op that writes the graph output, when one does."""
+def _output_steps(lowered: onnx.ModelProto) -> tuple[float, np.ndarray] | None:
+    """(s_act, S[j]) of the integer op that writes the graph output, when one does: the step of the last
+    activation quantizer and the value of one accumulator unit per output."""
     out = lowered.graph.output[0].name
     node = next((n for n in lowered.graph.node if out in n.output), None)
     if node is None or node.domain != "ortquant.integer":
         return None
     inits = {t.name: t for t in lowered.graph.initializer}
-    return numpy_helper.to_array(inits[node.input[2]])
+    act = next(a.f for a in node.attribute if a.name == "act_scale")
+    return float(act), numpy_helper.to_array(inits[node.input[2]])
 
 
 def measure(name: str, n: int = N_INPUTS, seed: int = 0) -> dict[str, float]:
@@ -60,13 +65,20 @@ def measure(name: str, n: int = N_INPUTS, seed: int = 0) -> dict[str, float]:
     ref = _session(model, exact=True).run(None, {iname: x})[0]
     got = _session(model, integer=True).run(None, {iname: x})[0]
     diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
-    step = _output_step(lower_integer(model))
-    steps = float(np.max(diff / step.reshape(1, -1))) if step is not None else float("nan")
+    steps = _output_steps(lower_integer(model))
+    act_steps = float(diff.max() / steps[0]) if steps is not None else float("nan")
+    acc_units = float(np.max(diff / steps[1].reshape(1, -1))) if steps is not None else float("nan")
     if name == "binary_mlp":  # two classes can tie exactly (+-1 x +-0.1 sums): compare the rows as sets
         agree = float(np.mean(np.all(np.isclose(got, ref, rtol=0, atol=1e-6), axis=1)))
     else:
         agree = float(np.mean(np.argmax(got, axis=1) == np.argmax(ref, axis=1)))
-    return {"max_abs": float(diff.max()), "max_steps": steps, "argmax": agree, "out_range": float(np.abs(ref).max())}
+    return {
+        "max_abs": float(diff.max()),
+        "max_steps": act_steps,
+        "max_acc_units": acc_units,
+        "argmax": agree,
+        "out_range": float(np.abs(ref).max()),
+    }
 
 
 @pytest.mark.parametrize("name", list(EXPECT))
@@ -78,7 +90,8 @@ def test_integer_mode_against_float_execution(name: str) -> None:
     assert m["argmax"] >= min_agree, m
     if max_steps is not None:
         assert m["max_steps"] <= max_steps, m
-    assert np.isfinite(m["max_abs"]) and m["max_abs"] < 0.5 * m["out_range"], m
+    else:
+        assert m["max_abs"] <= 0.02 * m["out_range"], m
 
 
 def test_stored_inputs_and_threads() -> None:

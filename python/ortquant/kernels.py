@@ -323,12 +323,18 @@ def integer_codes(x: np.ndarray, **act: object) -> tuple[np.ndarray, int]:
 
 
 def qgemm(
-    x: np.ndarray, w: np.ndarray, s: np.ndarray, b: np.ndarray, kernel: str = "auto", **act: object
+    x: np.ndarray,
+    w: np.ndarray,
+    s: np.ndarray,
+    b: np.ndarray,
+    kernel: str = "auto",
+    relu: bool = False,
+    **act: object,
 ) -> np.ndarray:
     """ortquant.integer::QGemm on x [rows, K] float32 with weight codes w [N, K] int8, S and B [N] float64."""
     return _C.qgemm(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
-        np.asarray(b, dtype=np.float64), kernel=kernel, **_act_args(act),
+        np.asarray(b, dtype=np.float64), kernel=kernel, relu=relu, **_act_args(act),
     )  # fmt: skip
 
 
@@ -342,11 +348,12 @@ def qconv(
     dilations: tuple[int, int] = (1, 1),
     group: int = 1,
     kernel: str = "auto",
+    relu: bool = False,
     **act: object,
 ) -> np.ndarray:
     """ortquant.integer::QConv on x [N, C, H, W] float32, weight codes w [M, C/group, kH, kW], S and B [M]."""
     return _C.qconv(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
         np.asarray(b, dtype=np.float64), strides=list(strides), pads=list(pads), dilations=list(dilations),
-        group=group, kernel=kernel, **_act_args(act),
+        group=group, kernel=kernel, relu=relu, **_act_args(act),
     )  # fmt: skip

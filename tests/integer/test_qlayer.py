@@ -104,8 +104,8 @@ def test_qgemm_matches_reference_bitwise(isa, act, kernel):
     x = _acts(rng, (rows, k), 0.043)
     w = rng.integers(-128, 128, (n, k)).astype(np.int8)
     s, b = _channel_params(rng, n, 0.043)
-    got = kernels.qgemm(x, w, s, b, kernel=kernel, **act)
-    want = ref.qgemm(x, w, s, b, **act)
+    got = kernels.qgemm(x, w, s, b, kernel=kernel, relu=kernel == "scalar", **act)
+    want = ref.qgemm(x, w, s, b, relu=kernel == "scalar", **act)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
@@ -122,15 +122,16 @@ CONV_CASES = [
 
 @pytest.mark.parametrize("act", LAYER_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
 @pytest.mark.parametrize("case", range(len(CONV_CASES)))
-def test_qconv_matches_reference_bitwise(isa, act, case):
+@pytest.mark.parametrize("relu", [False, True])
+def test_qconv_matches_reference_bitwise(isa, act, case, relu):
     xs, (m, kh, kw), st, pa, di, group = CONV_CASES[case]
     rng = np.random.default_rng(case)
     act = {"scale": 0.021, **act}
     x = _acts(rng, xs, 0.021)
     w = rng.integers(-128, 128, (m, xs[1] // group, kh, kw)).astype(np.int8)
     s, b = _channel_params(rng, m, 0.021)
-    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, **act)
-    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, **act)
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 

@@ -84,9 +84,9 @@ void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n)
 }
 
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
-             const double* s, const double* b) {
+             const double* s, const double* b, bool relu) {
   select_isa(&scalar::rescale_isa, &avx2::rescale_isa, &avx512::rescale_isa)(acc, out, outer, channels, inner, corr,
-                                                                            s, b);
+                                                                            s, b, relu);
 }
 
 // ---- QConv -------------------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ bool needs_explicit_pad(const conv::ConvAttrs& a, const ActQuant& act) {
 }  // namespace
 
 QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
-             std::vector<double> s, std::vector<double> b)
+             std::vector<double> s, std::vector<double> b, bool relu)
     : a_(a),
       explicit_pad_(needs_explicit_pad(a, act)),
       m_(m),
@@ -110,6 +110,7 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
       act_(act),
       s_(std::move(s)),
       b_(std::move(b)),
+      relu_(relu),
       conv_(w, m, cg, engine_attrs(a, explicit_pad_)) {
   check_channel_params(s_, b_, m);
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
@@ -149,18 +150,19 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   conv_.run(engine_in, es, ep, acc, par, kernel);
-  rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data());
+  rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 // ---- QGemm -------------------------------------------------------------------------------------------------
 
 QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s,
-             std::vector<double> b)
+             std::vector<double> b, bool relu)
     : n_(n),
       k_(k),
       act_(act),
       s_(std::move(s)),
       b_(std::move(b)),
+      relu_(relu),
       packed_(gemm::pack_weights(w, n, k, k, gemm::PackedWeights::Layout::kPanels)) {
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
@@ -175,7 +177,7 @@ void QGemm::run(const float* x, int64_t rows, float* out, const gemm::Parallel& 
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   gemm::gemm_rows(codes, rows, k_, packed_, ep, acc, n_, par, kernel);
-  rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data());
+  rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 }  // namespace ortquant::integer

@@ -9,7 +9,8 @@
 //   sum         acc_j = sum_k a_k * wq_jk, exact (int32 from the engine, corrected in int64)
 //   output      y_j = float32( double(acc_j) * S_j + B_j )   two float64 operations (round to nearest even,
 //               no fused multiply-add), then one rounding to float32. S_j and B_j are float64 values the graph
-//               transform computes (scale products, folded BatchNorm) and passes to the op.
+//               transform computes (scale products, folded BatchNorm) and passes to the op; a following Relu
+//               may be fused: y < 0 ? 0 : y.
 // Every ISA path computes the same bits: the quantization is float32 IEEE arithmetic element by element, the
 // engine's sums are exact integers, and the rescale is the same two float64 operations.
 #pragma once
@@ -44,15 +45,17 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
 // codes[i] = code of x[i], i < n (on the active ISA path).
 void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n);
 
-// out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]).
+// out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]), then with relu
+// y < 0 ? 0 : y.
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
-             const double* s, const double* b);
+             const double* s, const double* b, bool relu = false);
 
 // A quantized 2-D convolution (NCHW float in, NCHW float out) with weight codes [m][c/group][kh][kw].
 class QConv {
  public:
+  // relu: a standard Relu on the output, fused into the rescale.
   QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
-        std::vector<double> s, std::vector<double> b);
+        std::vector<double> s, std::vector<double> b, bool relu = false);
   Shape output_shape(const Shape& x) const;
   void run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
@@ -64,13 +67,15 @@ class QConv {
   ActQuant act_;
   std::vector<double> s_, b_;
   std::vector<int64_t> corr_;
+  bool relu_;
   conv::Conv2d conv_;
 };
 
 // A quantized matrix product y[r][j] = rescale(sum_k a(x[r][k]) * W[j][k]), weight codes [n][k].
 class QGemm {
  public:
-  QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s, std::vector<double> b);
+  QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s, std::vector<double> b,
+        bool relu = false);
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   void run(const float* x, int64_t rows, float* out, const gemm::Parallel& par,
@@ -81,6 +86,7 @@ class QGemm {
   ActQuant act_;
   std::vector<double> s_, b_;
   std::vector<int64_t> corr_;
+  bool relu_;
   gemm::PackedWeights packed_;
 };
 

@@ -9,5 +9,5 @@ namespace ortquant::integer {
 ORTQUANT_DECLARE_ISA_FN(void, quantize_codes_isa, (const ActQuant& a, const float* x, int8_t* codes, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
                         (const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner,
-                         const int64_t* corr, const double* s, const double* b))
+                         const int64_t* corr, const double* s, const double* b, bool relu))
 }  // namespace ortquant::integer

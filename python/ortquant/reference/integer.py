@@ -43,20 +43,21 @@ def act_codes(
     return (q - z).astype(np.int64)
 
 
-def rescale(acc: np.ndarray, s: np.ndarray, b: np.ndarray, axis: int) -> np.ndarray:
-    """float32(float64(acc) * S[j] + B[j]) with j along ``axis``."""
+def rescale(acc: np.ndarray, s: np.ndarray, b: np.ndarray, axis: int, relu: bool = False) -> np.ndarray:
+    """float32(float64(acc) * S[j] + B[j]) with j along ``axis``; with relu then y < 0 ? 0 : y."""
     shape = [1] * acc.ndim
     shape[axis] = -1
     s64 = np.asarray(s, dtype=np.float64).reshape(shape)
     b64 = np.asarray(b, dtype=np.float64).reshape(shape)
-    return (acc.astype(np.float64) * s64 + b64).astype(F32)
+    y = (acc.astype(np.float64) * s64 + b64).astype(F32)
+    return np.where(y < F32(0), F32(0), y) if relu else y
 
 
-def qgemm(x: np.ndarray, w: np.ndarray, s: np.ndarray, b: np.ndarray, **act: object) -> np.ndarray:
+def qgemm(x: np.ndarray, w: np.ndarray, s: np.ndarray, b: np.ndarray, relu: bool = False, **act: object) -> np.ndarray:
     """QGemm: x [..., K] float32, w [N, K] integer codes, s and b [N] float64; output [..., N] float32."""
     a = act_codes(x, **act)  # type: ignore[arg-type]
     acc = a.reshape(-1, a.shape[-1]) @ np.asarray(w, dtype=np.int64).T
-    return rescale(acc, s, b, 1).reshape(*np.shape(x)[:-1], np.shape(w)[0])
+    return rescale(acc, s, b, 1, relu).reshape(*np.shape(x)[:-1], np.shape(w)[0])
 
 
 def conv_int(
@@ -95,11 +96,12 @@ def qconv(
     pads: Sequence[int] = (0, 0, 0, 0),
     dilations: Sequence[int] = (1, 1),
     group: int = 1,
+    relu: bool = False,
     **act: object,
 ) -> np.ndarray:
     """QConv: x [N, C, H, W] float32, w [M, C/group, kH, kW] codes, s and b [M] float64; NCHW float32 out."""
     a = act_codes(x, **act)  # type: ignore[arg-type]
-    return rescale(conv_int(a, w, strides, pads, dilations, group), s, b, 1)
+    return rescale(conv_int(a, w, strides, pads, dilations, group), s, b, 1, relu)
 
 
 __all__ = ["act_codes", "conv_int", "qconv", "qgemm", "rescale"]

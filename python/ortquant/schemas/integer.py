@@ -19,6 +19,7 @@ _ACT = [
     Attr("act_narrow", AttrType.INT, 0),
     Attr("act_rounding_mode", AttrType.STRING, "ROUND", doc="a QONNX rounding mode name"),
     Attr("act_bipolar", AttrType.INT, 0, doc="1: BipolarQuant (x / s >= 0 ? 1 : -1)"),
+    Attr("relu", AttrType.INT, 0, doc="1: a Relu on the output, fused (y < 0 ? 0 : y)"),
 ]
 _CONV = [
     Attr("kernel_shape", AttrType.INTS),

@@ -272,6 +272,11 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object) -> _Lowered:
         removed.append(bn)
     if not (np.all(np.isfinite(s)) and np.all(np.isfinite(b))):
         raise _SkipError("the folded scale or bias is not finite")
+    relu = g.only_consumer(out_name)
+    if relu is not None and relu.op_type == "Relu" and relu.domain in STANDARD_DOMAINS:
+        attrs["relu"] = 1
+        out_name = relu.output[0]
+        removed.append(relu)
     # The pass-through chain is replayed on the float input.
     new_nodes: list[onnx.NodeProto] = []
     src = x_float
@@ -318,8 +323,9 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
             decisions.append(LayerDecision(name, node.op_type, False, str(e)))
             continue
         lowered.append(low)
-        bn = " (+ BatchNormalization folded)" if len(low.removed) > 1 else ""
-        decisions.append(LayerDecision(name, node.op_type, True, f"{low.new_nodes[-1].op_type}{bn}"))
+        folded = [n.op_type for n in low.removed[1:]]
+        extra = f" (+ {' + '.join(folded)} folded)" if folded else ""
+        decisions.append(LayerDecision(name, node.op_type, True, f"{low.new_nodes[-1].op_type}{extra}"))
     return decisions, lowered
 
 

@@ -138,6 +138,8 @@ const std::vector<Entry>& table() {
       // integer mode (issue 10): QONNX quantized layers lowered by transforms/lower_integer.py.
       {&kIntegerDomains, "QConv", &qconv_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
+      {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
+      {&kIntegerDomains, "Rescale", &rescale_spec},
   };
   return t;
 }

@@ -52,8 +52,13 @@ def _output_steps(lowered: onnx.ModelProto) -> tuple[float, np.ndarray] | None:
     if node is None or node.domain != "ortquant.integer":
         return None
     inits = {t.name: t for t in lowered.graph.initializer}
+    producer = {o: n for n in lowered.graph.node for o in n.output}
+    if node.op_type == "Rescale":  # float-exact backend: QuantCodes -> Conv/MatMul -> Rescale(acc, S, B)
+        s_name, node = node.input[1], producer[producer[node.input[0]].input[0]]
+    else:
+        s_name = node.input[2]
     act = next(a.f for a in node.attribute if a.name == "act_scale")
-    return float(act), numpy_helper.to_array(inits[node.input[2]])
+    return float(act), numpy_helper.to_array(inits[s_name])
 
 
 def measure(name: str, n: int = N_INPUTS, seed: int = 0) -> dict[str, float]:
@@ -94,6 +99,19 @@ def test_integer_mode_against_float_execution(name: str) -> None:
         assert m["max_abs"] <= 0.02 * m["out_range"], m
 
 
+@pytest.mark.parametrize("name", list(EXPECT))
+def test_engine_and_float_exact_backends_give_the_same_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two backends of integer mode compute the same exact sums and the same rescale: identical outputs."""
+    model = onnx.load(str(MODELS / f"{name}.onnx"))
+    x = np.load(MODELS / f"{name}.npz")["input_b4"]
+    iname = model.graph.input[0].name
+    outs = {}
+    for backend in ("engine", "float"):
+        monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", backend)
+        outs[backend] = _session(model, integer=True).run(None, {iname: x})[0]
+    np.testing.assert_array_equal(outs["engine"].view(np.uint32), outs["float"].view(np.uint32))
+
+
 def test_stored_inputs_and_threads() -> None:
     """The stored batch-4 input: one and two intra-op threads give the same bits in integer mode."""
     model = onnx.load(str(MODELS / "cnn4c2f_w4a4.onnx"))
@@ -110,3 +128,32 @@ def test_stored_inputs_and_threads() -> None:
 if __name__ == "__main__":  # prints the figures of docs/ops.md
     for model_name in EXPECT:
         print(model_name, measure(model_name))
+
+
+_ISA_SCRIPT = """
+import sys, numpy as np, onnx, onnxruntime as ort, ortquant
+model = onnx.load(sys.argv[1])
+x = np.load(sys.argv[2])["input_b4"]
+so = ort.SessionOptions()
+so.intra_op_num_threads = 1
+y = ortquant.InferenceSession(model, sess_options=so, integer=True).run(None, {model.graph.input[0].name: x})[0]
+np.save(sys.argv[3], y)
+"""
+
+
+@pytest.mark.parametrize("backend", ["engine", "float"])
+def test_same_bits_on_every_isa_through_onnxruntime(backend: str, tmp_path: Path) -> None:
+    """ORTQUANT_ISA=scalar / avx2 / avx512 (each lowered to what the CPU has) in fresh processes: identical bits."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for isa in ("scalar", "avx2", "avx512"):
+        env = {**os.environ, "ORTQUANT_ISA": isa, "ORTQUANT_INTEGER_BACKEND": backend}
+        out = tmp_path / f"{isa}.npy"
+        args = [str(MODELS / "mixed_bits.onnx"), str(MODELS / "mixed_bits.npz"), str(out)]
+        subprocess.run([sys.executable, "-c", _ISA_SCRIPT, *args], env=env, check=True)
+        outs.append(np.load(out))
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.view(np.uint32), outs[0].view(np.uint32))

@@ -18,6 +18,17 @@ from ortquant.transforms.lower_integer import integer_plan, lower_integer
 Q = "qonnx.custom_op.general"
 
 
+@pytest.fixture(params=["engine", "float"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
+    return request.param
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+
+
 def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
 
@@ -91,11 +102,12 @@ def _expected_conv(p: dict[str, np.ndarray], x: np.ndarray, bn: bool, **act: obj
     [(4, 0, 0.0, "ROUND"), (8, 0, 0.0, "HALF_UP"), (8, 1, 0.0, "FLOOR"), (6, 0, 9.0, "ROUND"), (2, 1, 0.0, "CEIL")],
 )
 @pytest.mark.parametrize("bn", [True, False])
-def test_conv_layer_follows_the_contract(bits, signed, zeropt, rounding, bn):
+def test_conv_layer_follows_the_contract(backend, bits, signed, zeropt, rounding, bn):
     m, p = _conv_model(bits, signed, zeropt, rounding, bn)
     lowered = lower_integer(m)
     ops = [n.op_type for n in lowered.graph.node]
-    assert ops == ["QConv"], ops  # BatchNormalization and Relu folded into it
+    # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact)
+    assert ops == (["QConv"] if backend == "engine" else ["QuantCodes", "Conv", "Rescale"]), ops
     x = (np.random.default_rng(1).standard_normal((3, 4, 9, 9)) * 0.5).astype(np.float32)
     got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
     act = {"zeropt": zeropt, "bits": bits, "signed": bool(signed), "rounding_mode": rounding}
@@ -106,7 +118,7 @@ def test_conv_layer_follows_the_contract(bits, signed, zeropt, rounding, bn):
     np.testing.assert_allclose(got, ref_float, rtol=1e-5, atol=1e-5)
 
 
-def test_shared_activation_quantizer_stays_for_its_other_reader():
+def test_shared_activation_quantizer_stays_for_its_other_reader(engine):
     m, _ = _conv_model(extra_consumer=True)
     out = lower_integer(m)
     assert [n.op_type for n in out.graph.node] == ["Quant", "QConv", "ReduceSum"]
@@ -147,10 +159,11 @@ def _gemm_model(act_from_input: bool = False, act_bits: float = 4.0, flatten: bo
     return m
 
 
-def test_gemm_through_maxpool_and_flatten():
+def test_gemm_through_maxpool_and_flatten(backend):
     m = _gemm_model()
     out = lower_integer(m)
-    assert [n.op_type for n in out.graph.node] == ["MaxPool", "Flatten", "QGemm"]
+    tail = ["QGemm"] if backend == "engine" else ["QuantCodes", "MatMul", "Rescale"]
+    assert [n.op_type for n in out.graph.node] == ["MaxPool", "Flatten", *tail]
     x = np.random.default_rng(3).standard_normal((5, 3, 8, 8)).astype(np.float32)
     a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
     b = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
@@ -185,10 +198,47 @@ def test_exact_and_integer_together_is_an_error():
         apply_pipeline(_gemm_model(), PrepareOptions(exact=True, integer=True))
 
 
-def test_integer_pipeline_reports_and_checks():
+def test_integer_pipeline_reports_and_checks(backend):
     m = _gemm_model()
     out, changed = apply_pipeline(m, PrepareOptions(integer=True))
     assert "lower_integer" in changed
     onnx.checker.check_model(out)  # the integer ops have schemas
     (d,) = integer_plan(m)
-    assert d.integer and d.reason == "QGemm"
+    assert d.integer and d.reason == ("QGemm (int8 engine)" if backend == "engine" else
+                                      "MatMul on integer values (float-exact)")  # fmt: skip
+
+
+def test_float_backend_only_where_float32_sums_are_exact(monkeypatch):
+    """8-bit activations x 8-bit weights over K = 1100: 128 * 127 * 1100 > 2^24, so the engine runs it."""
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "float")
+    rng = np.random.default_rng(4)
+    inits = [
+        _init("w", rng.standard_normal((3, 1100))),
+        _init("ws", 0.01),
+        _init("wz", 0.0),
+        _init("wb", 8.0),
+        _init("as", 0.01),
+        _init("az", 0.0),
+        _init("ab", 8.0),
+    ]
+    nodes = [
+        _quant("w", "wq", "ws", "wz", "wb", signed=1, narrow=0),
+        _quant("x", "xq", "as", "az", "ab", signed=1, narrow=0),
+        helper.make_node("Gemm", ["xq", "wq"], ["y"], name="fc", transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1100])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    assert [n.op_type for n in lower_integer(m).graph.node] == ["QGemm"]
+    m.graph.initializer[0].CopyFrom(_init("w", rng.standard_normal((3, 1000)) * 0.01))  # |w| codes <= ~4: exact
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1000
+    assert [n.op_type for n in lower_integer(m).graph.node] == ["QuantCodes", "MatMul", "Rescale"]
+
+
+def test_unknown_backend_is_an_error(monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "gpu")
+    with pytest.raises(ValueError, match="engine, float or auto"):
+        lower_integer(_gemm_model())

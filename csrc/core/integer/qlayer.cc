@@ -89,6 +89,16 @@ void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, in
                                                                             s, b, relu);
 }
 
+void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n) {
+  select_isa(&scalar::quantize_values_isa, &avx2::quantize_values_isa, &avx512::quantize_values_isa)(a, x, v, n);
+}
+
+void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
+                 const double* s, const double* b, bool relu) {
+  select_isa(&scalar::rescale_f32_isa, &avx2::rescale_f32_isa, &avx512::rescale_f32_isa)(acc, out, outer, channels,
+                                                                                        inner, corr, s, b, relu);
+}
+
 // ---- QConv -------------------------------------------------------------------------------------------------
 
 namespace {

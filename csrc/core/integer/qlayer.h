@@ -50,6 +50,13 @@ void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n)
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
              const double* s, const double* b, bool relu = false);
 
+// The float-exact backend (QuantCodes / Rescale ops around onnxruntime's own float Conv / Gemm / MatMul): the
+// integer values q - z as float32, and the rescale of integer-valued float32 sums. Exact when every partial sum
+// is an integer below 2^24 in magnitude (the transform checks K * max|a| * max|w| < 2^24).
+void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n);
+void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
+                 const double* s, const double* b, bool relu);
+
 // A quantized 2-D convolution (NCHW float in, NCHW float out) with weight codes [m][c/group][kh][kw].
 class QConv {
  public:

@@ -49,6 +49,10 @@ def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.FLOAT, [*x[:-1], w[0] if w is not None and len(w) == 2 else None])
 
 
+def _infer_same(ctx: onnx.shape_inference.InferenceContext) -> None:
+    set_output(ctx, 0, TensorProto.FLOAT, input_shape(ctx, 0))
+
+
 def ops() -> list[Op]:
     """The integer-mode op schemas."""
     ins = [
@@ -63,6 +67,11 @@ def ops() -> list[Op]:
            ins, out, [*_ACT, *_CONV], (), _infer_conv),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, _ACT, (), _infer_gemm),
+        Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
+           ins[:1], out, [a for a in _ACT if a.name != "relu"], (), _infer_same),
+        Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",
+           [Param("ACC", "tensor(float)"), ins[2], ins[3]], out,
+           [Attr("axis", AttrType.INT, 1), Attr("relu", AttrType.INT, 0)], (), _infer_same),
     ]  # fmt: skip
 
 

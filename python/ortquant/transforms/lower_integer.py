@@ -11,6 +11,20 @@ scale ``S`` and bias ``B``::
     with a BatchNormalization folded: g = float64(gamma) / sqrt(float64(var) + float64(eps))
         S[j] <- S[j] * g[j];  B[j] <- (B[j] - float64(mean[j])) * g[j] + float64(beta[j])
 
+Two backends compute the same bits (the contract only depends on the exact integer sum):
+
+- ``engine``: ``QConv`` / ``QGemm`` on ortquant's int8 GEMM engine (fast where the CPU has int8 dot products,
+  AVX-512 VNNI / AVX-VNNI);
+- ``float``: ``QuantCodes`` (the activation's integer values q - z as float32) -> onnxruntime's own float ``Conv`` /
+  ``MatMul`` on the weight codes as float32 -> ``Rescale``. Used only where every partial sum is an integer below
+  2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order; fast on CPUs without int8
+  dot products (AVX2), where onnxruntime's pre-packed float convolution beats the engine.
+
+``ORTQUANT_INTEGER_BACKEND=engine|float|auto`` chooses (default ``auto``: ``engine`` when the GEMM kernel the
+preparing process resolves to is a VNNI one, else ``float`` where exact). The choice is made when the model is
+prepared, so a model prepared by ``ortquant prepare --integer`` carries the preparing machine's choice; the
+results are the same bits either way.
+
 Anything else stays on the float path: :func:`integer_plan` says per layer which path it takes and why
 (``ortquant check --integer`` prints it). The quantizer nodes stay in the graph while anything else reads them.
 """
@@ -32,6 +46,31 @@ _QUANT = ("Quant", "IntQuant")
 # monotone non-decreasing quantizer preserves (max(Q(x)) = Q(max(x)); MaxPool pads with -inf, never selected).
 _PASS_THROUGH = ("Reshape", "Flatten", "MaxPool")
 MAX_K = 131071  # the engine's longest exact reduction (core/gemm/pack.h kMaxK)
+FLOAT_EXACT_LIMIT = 1 << 24  # integers up to this magnitude are exact in float32
+
+
+def integer_backend() -> str:
+    """The backend ``lower_integer`` uses now: ``engine`` or ``float`` (see the module doc)."""
+    import os
+
+    choice = os.environ.get("ORTQUANT_INTEGER_BACKEND", "auto").strip().lower() or "auto"
+    if choice in ("engine", "float"):
+        return choice
+    if choice != "auto":
+        raise ValueError(f"ORTQUANT_INTEGER_BACKEND must be engine, float or auto, got {choice!r}")
+    from ortquant import _C
+
+    return "engine" if "vnni" in _C.gemm_kernel("auto") else "float"
+
+
+def _act_max(act: dict[str, object]) -> int:
+    """The largest |q - z| the activation quantizer can produce."""
+    if act.get("act_bipolar") or (act.get("act_signed", 1) and act.get("act_bits") == 1):
+        return 1
+    bits, signed, narrow = int(act["act_bits"]), int(act.get("act_signed", 1)), int(act.get("act_narrow", 0))
+    z = int(float(act.get("act_zeropt", 0.0)))
+    lo, hi = (-(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1 - narrow)
+    return max(abs(lo - z), abs(hi - z))
 
 
 class _SkipError(Exception):
@@ -214,7 +253,7 @@ def _fold_bn(g: _Graph, out: str, s: np.ndarray, b: np.ndarray) -> tuple[np.ndar
     return s * gk, (b - mean) * gk + beta, bn
 
 
-def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object) -> _Lowered:
+def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "engine") -> _Lowered:
     op = node.op_type
     name = node.name or node.output[0]
     if len(node.output) != 1:
@@ -289,11 +328,31 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object) -> _Lowered:
         src = nc.output[0]
         new_nodes.append(nc)
     base = f"{name}__int"
-    inits = [
-        numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"),
-        numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S"),
-        numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B"),
-    ]
+    s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
+    b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
+    wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
+    if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
+        act_attrs = {key: v for key, v in act.items()}
+        codes = f"{base}_codes"
+        new_nodes.append(helper.make_node("QuantCodes", [src], [codes], name=f"{name}_codes", domain=DOMAIN,
+                                          **act_attrs))  # fmt: skip
+        if op == "Conv":
+            wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.float32)), f"{base}_Wf")
+            conv_attrs = {key: v for key, v in attrs.items() if key in ("strides", "pads", "dilations", "group",
+                                                                        "kernel_shape")}  # fmt: skip
+            new_nodes.append(helper.make_node("Conv", [codes, wf.name], [f"{base}_acc"], name=f"{name}_sum",
+                                              **conv_attrs))  # fmt: skip
+            axis = 1
+        else:
+            wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.T.astype(np.float32)), f"{base}_Wf")
+            new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=f"{name}_sum"))
+            axis = -1
+        new_nodes.append(
+            helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [out_name], name=f"{name}_rescale",
+                             domain=DOMAIN, axis=axis, relu=int(attrs.get("relu", 0))),
+        )  # fmt: skip
+        return _Lowered(node, new_nodes, [wf, s_init, b_init], removed)
+    inits = [numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"), s_init, b_init]
     qop = "QConv" if op == "Conv" else "QGemm"
     new_nodes.append(
         helper.make_node(
@@ -311,6 +370,7 @@ def _evaluate_default(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> li
 
 def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
     g = _Graph(model)
+    backend = integer_backend()
     decisions: list[LayerDecision] = []
     lowered: list[_Lowered] = []
     for node in model.graph.node:
@@ -318,14 +378,20 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
             continue
         name = node.name or node.output[0]
         try:
-            low = _lower(g, node, _evaluate_default)
+            low = _lower(g, node, _evaluate_default, backend)
         except _SkipError as e:
             decisions.append(LayerDecision(name, node.op_type, False, str(e)))
             continue
         lowered.append(low)
         folded = [n.op_type for n in low.removed[1:]]
         extra = f" (+ {' + '.join(folded)} folded)" if folded else ""
-        decisions.append(LayerDecision(name, node.op_type, True, f"{low.new_nodes[-1].op_type}{extra}"))
+        last = low.new_nodes[-1].op_type
+        kind = (
+            f"{last} (int8 engine)"
+            if last != "Rescale"
+            else f"{low.new_nodes[-2].op_type} on integer values (float-exact)"
+        )
+        decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}"))
     return decisions, lowered
 
 

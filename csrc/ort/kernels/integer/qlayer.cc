@@ -14,7 +14,9 @@ namespace {
 constexpr ONNXTensorElementDataType kI8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
 constexpr ONNXTensorElementDataType kF64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
 
-integer::ActQuant act_quant(const KernelInfo& info) {
+}  // namespace
+
+integer::ActQuant integer_act_quant(const KernelInfo& info) {
   const float scale = info.attr_float("act_scale");
   const float zeropt = info.attr_float("act_zeropt", 0.f);
   const bool bipolar = info.attr_bool("act_bipolar", false);
@@ -27,6 +29,8 @@ integer::ActQuant act_quant(const KernelInfo& info) {
     throw_error("attribute 'act_rounding_mode': unknown rounding mode '", mode_name, "'");
   return integer::make_act_quant(scale, zeropt, bits, is_signed, narrow, mode, bipolar);
 }
+
+namespace {
 
 // A constant input of the given dtype; throws naming it otherwise.
 OwnedTensor constant(const KernelInfo& info, size_t i, ONNXTensorElementDataType dtype, const char* what) {
@@ -57,7 +61,7 @@ std::vector<int64_t> ints(const KernelInfo& info, const char* name, size_t n, in
 class QConvKernel : public OpKernel {
  public:
   explicit QConvKernel(const KernelInfo& info) {
-    const integer::ActQuant act = act_quant(info);
+    const integer::ActQuant act = integer_act_quant(info);
     const OwnedTensor w = constant(info, 1, kI8, "W");
     if (w.shape.size() != 4) throw_error("input W must be 4-D [M, C/group, kH, kW], got shape ", shape_str(w.shape));
     const std::vector<int64_t> ks = info.attr_ints("kernel_shape", {});
@@ -94,7 +98,7 @@ class QConvKernel : public OpKernel {
 class QGemmKernel : public OpKernel {
  public:
   explicit QGemmKernel(const KernelInfo& info) {
-    const integer::ActQuant act = act_quant(info);
+    const integer::ActQuant act = integer_act_quant(info);
     const OwnedTensor w = constant(info, 1, kI8, "W");
     if (w.shape.size() != 2) throw_error("input W must be 2-D [N, K], got shape ", shape_str(w.shape));
     const int64_t n = w.shape[0];

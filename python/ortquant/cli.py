@@ -26,6 +26,8 @@ _NOT_SUPPORTED = {
     "LayerNormInt": "LayerNormInt is not supported: linger 1.1.1 itself cannot run it (no reference semantics)",
 }
 
+# `--integer` of run/check/bench (issue 10). The `prepare IN OUT` subcommand (issue 8) takes the same flag and passes
+# it on: prepare_model(model, exact=args.exact, integer=args.integer).
 _INTEGER_HELP = "integer mode: quantized Conv/MatMul/Gemm layers on the int8 engine (docs/ops.md)"
 
 _ORT_TYPES = {

@@ -216,7 +216,7 @@ class Cnn4c2f(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.inp(x)
-        for i, (conv, bn, act) in enumerate(zip(self.convs, self.bns, self.acts)):
+        for i, (conv, bn, act) in enumerate(zip(self.convs, self.bns, self.acts, strict=True)):
             x = act(bn(conv(x)))
             if i in (1, 3):
                 x = self.pool(x)
@@ -253,8 +253,9 @@ class ResNetMini(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
-        self.stem = qnn.QuantConv2d(3, 16, 3, padding=1, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=6,
-                                    bias=False)
+        self.stem = qnn.QuantConv2d(
+            3, 16, 3, padding=1, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=6, bias=False
+        )
         self.bn = nn.BatchNorm2d(16)
         self.act = qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat, bit_width=6, return_quant_tensor=True)
         self.blocks = nn.Sequential(_ResBlock(16, 16, 1), _ResBlock(16, 32, 2), _ResBlock(32, 32, 1))
@@ -280,8 +281,9 @@ class MixedBits(nn.Module):
 
         def conv(cin: int, cout: int, wb: int, per_channel: bool, stride: int = 1) -> nn.Module:
             wq = Int8WeightPerChannelFloat if per_channel else Int8WeightPerTensorFloat
-            return qnn.QuantConv2d(cin, cout, 3, stride=stride, padding=1, weight_quant=wq, weight_bit_width=wb,
-                                   bias=False)
+            return qnn.QuantConv2d(
+                cin, cout, 3, stride=stride, padding=1, weight_quant=wq, weight_bit_width=wb, bias=False
+            )
 
         def relu(bits: int) -> nn.Module:
             return qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat, bit_width=bits, return_quant_tensor=True)
@@ -290,8 +292,9 @@ class MixedBits(nn.Module):
         self.c2, self.b2, self.a2 = conv(16, 16, 3, True), nn.BatchNorm2d(16), relu(2)
         self.c3, self.b3, self.a3 = conv(16, 24, 5, False, 2), nn.BatchNorm2d(24), relu(3)
         self.c4, self.b4, self.a4 = conv(24, 24, 2, True), nn.BatchNorm2d(24), relu(7)
-        self.fc1 = qnn.QuantLinear(24 * 8 * 8, 64, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=6,
-                                   bias=True)
+        self.fc1 = qnn.QuantLinear(
+            24 * 8 * 8, 64, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=6, bias=True
+        )
         self.a5 = relu(4)
         self.fc2 = qnn.QuantLinear(64, 10, weight_quant=Int8WeightPerTensorFloat, bias=True)
 

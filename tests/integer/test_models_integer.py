@@ -20,7 +20,7 @@ import pytest
 from onnx import numpy_helper
 
 import ortquant
-from ortquant.transforms.lower_integer import integer_plan, lower_integer
+from ortquant.transforms.lower_integer import integer_backend, integer_plan, lower_integer
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 N_INPUTS = 1000
@@ -89,6 +89,8 @@ def measure(name: str, n: int = N_INPUTS, seed: int = 0) -> dict[str, float]:
 @pytest.mark.parametrize("name", list(EXPECT))
 def test_integer_mode_against_float_execution(name: str) -> None:
     n_int, n_all, max_steps, min_agree = EXPECT[name]
+    if name == "int8_resblock" and integer_backend() == "float":
+        n_int = 3  # its shifted-uint8 weight codes (|q - z| up to 130) only fit the float-exact backend
     plan = integer_plan(onnx.load(str(MODELS / f"{name}.onnx")))
     assert (sum(d.integer for d in plan), len(plan)) == (n_int, n_all), plan
     m = measure(name)
@@ -105,11 +107,16 @@ def test_engine_and_float_exact_backends_give_the_same_bits(name: str, monkeypat
     model = onnx.load(str(MODELS / f"{name}.onnx"))
     x = np.load(MODELS / f"{name}.npz")["input_b4"]
     iname = model.graph.input[0].name
-    outs = {}
+    outs, lowered = {}, {}
     for backend in ("engine", "float"):
         monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", backend)
         outs[backend] = _session(model, integer=True).run(None, {iname: x})[0]
-    np.testing.assert_array_equal(outs["engine"].view(np.uint32), outs["float"].view(np.uint32))
+        lowered[backend] = sum(d.integer for d in integer_plan(model))
+    if lowered["engine"] == lowered["float"]:
+        np.testing.assert_array_equal(outs["engine"].view(np.uint32), outs["float"].view(np.uint32))
+    else:  # int8_resblock: a layer whose weight codes exceed int8 is integer only on the float-exact backend
+        assert name == "int8_resblock" and lowered == {"engine": 2, "float": 3}
+        np.testing.assert_allclose(outs["engine"], outs["float"], rtol=0, atol=1e-2 * np.abs(outs["float"]).max())
 
 
 def test_stored_inputs_and_threads() -> None:

@@ -228,12 +228,12 @@ def _weight_codes(g: _Graph, value: str, axis: int, evaluate: object) -> tuple[n
     if not (np.all(np.isfinite(s_ch)) and np.all(s_ch > 0)):
         raise _SkipError("the weight scale is not finite and positive")
     codes = np.rint(y.astype(np.float64) / sb.astype(np.float64))
-    if not np.all((codes >= -128) & (codes <= 127)):
-        raise _SkipError("the weight codes (q - zero point) do not fit in int8")
+    if not np.all(np.abs(codes) <= 255):  # bit width <= 8: |q - z| <= 255 for any zero point in range
+        raise _SkipError("the weight codes (q - zero point) exceed 255 in magnitude")
     # The codes must reproduce the quantizer's output exactly: y = float32(code * scale) (Quant: (q - z) * s).
     if not np.array_equal((codes.astype(np.float32) * sb).view(np.uint32), y.astype(np.float32).view(np.uint32)):
         raise _SkipError("the weight quantizer's output is not code * scale (non-integer zero point?)")
-    return codes.astype(np.int8), s_ch.astype(np.float64), node
+    return codes.astype(np.int16), s_ch.astype(np.float64), node
 
 
 def _fold_bn(g: _Graph, out: str, s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto] | None:
@@ -352,6 +352,8 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
                              domain=DOMAIN, axis=axis, relu=int(attrs.get("relu", 0))),
         )  # fmt: skip
         return _Lowered(node, new_nodes, [wf, s_init, b_init], removed)
+    if not np.all((w_codes >= -128) & (w_codes <= 127)):
+        raise _SkipError("the weight codes (q - zero point) do not fit in int8 (and float32 sums would not be exact)")
     inits = [numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"), s_init, b_init]
     qop = "QConv" if op == "Conv" else "QGemm"
     new_nodes.append(

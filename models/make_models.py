@@ -194,6 +194,120 @@ class Int8ResBlock(nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class Cnn4c2f(nn.Module):
+    """3x32x32 -> 10, the integer-mode benchmark network: four Conv(3x3)+BN+ReLU layers (32, 32, 64, 64 channels,
+    a MaxPool(2) after the second and the fourth), then Linear(4096 -> 128)+BN+ReLU and Linear(128 -> 10).
+    4-bit per-channel narrow weights and 4-bit unsigned activations throughout, an 8-bit signed input quantizer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        w4 = {"weight_quant": Int8WeightPerChannelFloat, "weight_bit_width": 4, "bias": False}
+        a4 = {"act_quant": Uint8ActPerTensorFloat, "bit_width": 4, "return_quant_tensor": True}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        chans = [(3, 32), (32, 32), (32, 64), (64, 64)]
+        self.convs = nn.ModuleList(qnn.QuantConv2d(i, o, 3, padding=1, **w4) for i, o in chans)
+        self.bns = nn.ModuleList(nn.BatchNorm2d(o) for _, o in chans)
+        self.acts = nn.ModuleList(qnn.QuantReLU(**a4) for _ in chans)
+        self.pool = nn.MaxPool2d(2)
+        self.fc1 = qnn.QuantLinear(64 * 8 * 8, 128, **w4)
+        self.bn_fc = nn.BatchNorm1d(128)
+        self.act_fc = qnn.QuantReLU(**a4)
+        self.fc2 = qnn.QuantLinear(128, 10, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=4, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        for i, (conv, bn, act) in enumerate(zip(self.convs, self.bns, self.acts, strict=True)):
+            x = act(bn(conv(x)))
+            if i in (1, 3):
+                x = self.pool(x)
+        x = self.act_fc(self.bn_fc(self.fc1(torch.flatten(x, 1))))
+        return self.fc2(x)
+
+
+class _ResBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        w = {"weight_quant": Int8WeightPerChannelFloat, "weight_bit_width": 6, "bias": False}
+        self.conv1 = qnn.QuantConv2d(cin, cout, 3, stride=stride, padding=1, **w)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.act1 = qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat, bit_width=6, return_quant_tensor=True)
+        self.conv2 = qnn.QuantConv2d(cout, cout, 3, padding=1, **w)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = qnn.QuantConv2d(cin, cout, 1, stride=stride, **w)
+            self.bn_down = nn.BatchNorm2d(cout)
+        self.act2 = qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat, bit_width=6, return_quant_tensor=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.bn2(self.conv2(self.act1(self.bn1(self.conv1(x)))))
+        skip = self.bn_down(self.down(x)) if self.down is not None else x
+        return self.act2(y + skip)
+
+
+class ResNetMini(nn.Module):
+    """3x32x32 -> 10 ResNet-style network: a stem Conv+BN+ReLU (16 channels), three residual blocks (16 -> 16,
+    16 -> 32 stride 2 with a 1x1 projection shortcut, 32 -> 32) whose Adds are followed by a 6-bit unsigned ReLU,
+    global average pooling, a 8-bit activation and a Linear head. 6-bit per-channel weights, 6-bit activations."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.stem = qnn.QuantConv2d(
+            3, 16, 3, padding=1, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=6, bias=False
+        )
+        self.bn = nn.BatchNorm2d(16)
+        self.act = qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat, bit_width=6, return_quant_tensor=True)
+        self.blocks = nn.Sequential(_ResBlock(16, 16, 1), _ResBlock(16, 32, 2), _ResBlock(32, 32, 1))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.pool_q = qnn.QuantIdentity(act_quant=Uint8ActPerTensorFloat, return_quant_tensor=True)
+        self.fc = qnn.QuantLinear(32, 10, weight_quant=Int8WeightPerChannelFloat, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.bn(self.stem(self.inp(x))))
+        x = self.blocks(x)
+        x = self.pool_q(self.pool(x))
+        return self.fc(torch.flatten(x, 1))
+
+
+class MixedBits(nn.Module):
+    """3x16x16 -> 10 with 2- to 8-bit layers: Conv w8/a8 (signed input), Conv w3 on a 5-bit activation, Conv w5
+    on a 2-bit activation (HALF_EVEN) , Conv w2 on a 3-bit activation, then Linear w6 on a 7-bit activation and
+    Linear w8 on a 4-bit one. Per-channel and per-tensor weight scales, BN after the convolutions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+
+        def conv(cin: int, cout: int, wb: int, per_channel: bool, stride: int = 1) -> nn.Module:
+            wq = Int8WeightPerChannelFloat if per_channel else Int8WeightPerTensorFloat
+            return qnn.QuantConv2d(
+                cin, cout, 3, stride=stride, padding=1, weight_quant=wq, weight_bit_width=wb, bias=False
+            )
+
+        def relu(bits: int) -> nn.Module:
+            return qnn.QuantReLU(act_quant=Uint8ActPerTensorFloat, bit_width=bits, return_quant_tensor=True)
+
+        self.c1, self.b1, self.a1 = conv(3, 16, 8, True), nn.BatchNorm2d(16), relu(5)
+        self.c2, self.b2, self.a2 = conv(16, 16, 3, True), nn.BatchNorm2d(16), relu(2)
+        self.c3, self.b3, self.a3 = conv(16, 24, 5, False, 2), nn.BatchNorm2d(24), relu(3)
+        self.c4, self.b4, self.a4 = conv(24, 24, 2, True), nn.BatchNorm2d(24), relu(7)
+        self.fc1 = qnn.QuantLinear(
+            24 * 8 * 8, 64, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=6, bias=True
+        )
+        self.a5 = relu(4)
+        self.fc2 = qnn.QuantLinear(64, 10, weight_quant=Int8WeightPerTensorFloat, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        x = self.a1(self.b1(self.c1(x)))
+        x = self.a2(self.b2(self.c2(x)))
+        x = self.a3(self.b3(self.c3(x)))
+        x = self.a4(self.b4(self.c4(x)))
+        x = self.a5(self.fc1(torch.flatten(x, 1)))
+        return self.fc2(x)
+
+
 def _randomize_bn(model: nn.Module, gen: torch.Generator, binary: bool = False) -> None:
     """Give every BatchNorm non-trivial statistics and affine parameters (a fresh BN is the identity)."""
     for m in model.modules():
@@ -224,6 +338,10 @@ SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
     "fp8_mlp": (Fp8Mlp, (64,), False),
     "binary_mlp": (BinaryMlp, (63,), True),
     "int8_resblock": (Int8ResBlock, (3, 16, 16), False),
+    # integer mode (issue 10): the benchmark CNN, a ResNet-style network, 2- to 8-bit mixed layers
+    "cnn4c2f_w4a4": (Cnn4c2f, (3, 32, 32), False),
+    "resnet_mini_w6a6": (ResNetMini, (3, 32, 32), False),
+    "mixed_bits": (MixedBits, (3, 16, 16), False),
 }
 
 

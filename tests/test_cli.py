@@ -238,3 +238,23 @@ def test_prepare_keeps_external_data_external(tmp_path):
     got = ort.InferenceSession(str(out_dir / "p.onnx"), so, providers=["CPUExecutionProvider"]).run(None, {"in0": x})
     assert_same = ortquant.InferenceSession(str(src / "m.onnx")).run(None, {"in0": x})
     np.testing.assert_array_equal(got[0], assert_same[0])
+
+
+def test_check_integer_says_per_layer_which_path(capsys):
+    from pathlib import Path
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    assert main(["check", "--integer", str(models / "cnn_w4a4.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("int   Conv_") == 3
+    assert "float Gemm_0" in out and "produced by Trunc" in out
+    assert "integer mode: 3 of 4 layer(s) on the integer path" in out
+
+
+def test_run_and_bench_integer(capsys):
+    from pathlib import Path
+
+    model = Path(__file__).resolve().parents[1] / "models" / "mixed_bits.onnx"
+    assert main(["run", str(model), "--random", "--integer"]) == 0
+    assert main(["bench", str(model), "--integer", "--runs", "3", "--warmup", "1"]) == 0
+    assert "median" in capsys.readouterr().out

@@ -122,7 +122,8 @@ def test_constant_quant_feeding_a_standard_op(level):
     model, _, wq = _weight_model()
     so = ort.SessionOptions()
     so.graph_optimization_level = LEVELS[level]
-    sess = ortquant.InferenceSession(model, sess_options=so)
+    # exact=True keeps the Quant node (the default folds weight quantizers into initializers: issue 10)
+    sess = ortquant.InferenceSession(model, sess_options=so, exact=True)
     x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(6, 10)
     for _ in range(3):
         (y,) = sess.run(None, {"x": x})
@@ -169,7 +170,8 @@ def test_onnxruntime_does_not_fold_the_custom_node(tmp_path):
     so.optimized_model_filepath = str(optimized)
     so.enable_profiling = True
     so.profile_file_prefix = str(tmp_path / "profile")
-    sess = ortquant.InferenceSession(model, sess_options=so)
+    # exact=True keeps the Quant node (the default folds weight quantizers into initializers: issue 10)
+    sess = ortquant.InferenceSession(model, sess_options=so, exact=True)
     x = np.linspace(-1, 1, 60, dtype=np.float32).reshape(6, 10)
     runs = 3
     for _ in range(runs):
@@ -182,5 +184,5 @@ def test_onnxruntime_does_not_fold_the_custom_node(tmp_path):
     quant_nodes = [n for n in saved.graph.node if n.op_type == "Quant"]
     assert len(quant_nodes) == 1 and quant_nodes[0].domain == QONNX
     assert QONNX in {o.domain for o in saved.opset_import}
-    (y,) = ortquant.InferenceSession(optimized).run(None, {"x": x})
+    (y,) = ortquant.InferenceSession(optimized, exact=True).run(None, {"x": x})
     assert_bitexact(y, x * wq)

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "ort/kernels/integer/integer_ops.h"
 #include "ort/kernels/linger/linger_matrix_ops.h"
 #include "ort/kernels/linger/linger_ops.h"
 #include "ort/kernels/linger/linger_rnn_ops.h"
@@ -28,6 +29,7 @@ namespace {
 const std::vector<const char*> kQonnxDomains = {"qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"};
 const std::vector<const char*> kNgraphDomains = {"ngraph"};
 const std::vector<const char*> kLingerDomains = {"thinker", "onnxinfer"};
+const std::vector<const char*> kIntegerDomains = {"ortquant.integer"};  // integer mode (issue 10)
 
 // An op name with one OpSpec (make), or with several OpSpecs that differ only in types (make_all: onnxruntime
 // picks among them by input types, ort-custom-ops.md 1.2).
@@ -135,6 +137,11 @@ const std::vector<Entry>& table() {
       {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_f32},
       {&kNgraphDomains, "Quantize", &ngraph_quantize_specs},
       {&kNgraphDomains, "Dequantize", &ngraph_dequantize_specs},
+      // integer mode (issue 10): QONNX quantized layers lowered by transforms/lower_integer.py.
+      {&kIntegerDomains, "QConv", &qconv_spec},
+      {&kIntegerDomains, "QGemm", &qgemm_spec},
+      {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
+      {&kIntegerDomains, "Rescale", &rescale_spec},
   };
   return t;
 }

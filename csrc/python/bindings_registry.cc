@@ -9,6 +9,7 @@ void register_gemm(pybind11::module_& m);
 void register_linger(pybind11::module_& m);
 void register_ngraph(pybind11::module_& m);
 void register_linger_rnn(pybind11::module_& m);
+void register_integer(pybind11::module_& m);
 
 void register_all(pybind11::module_& m) {
   register_qonnx_structural(m);
@@ -17,6 +18,7 @@ void register_all(pybind11::module_& m) {
   register_linger(m);
   register_ngraph(m);
   register_linger_rnn(m);
+  register_integer(m);
 }
 
 }  // namespace ortquant::py_bindings

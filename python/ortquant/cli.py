@@ -28,6 +28,9 @@ _NOT_SUPPORTED = {
     "LayerNormInt": "LayerNormInt is not supported: linger 1.1.1 itself cannot run it (no reference semantics)",
 }
 
+# `--integer` of run/check/prepare/bench: integer mode (prepare_model(model, integer=True)).
+_INTEGER_HELP = "integer mode: quantized Conv/MatMul/Gemm layers on the int8 engine (docs/ops.md)"
+
 _ORT_TYPES = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,
@@ -42,7 +45,7 @@ _ORT_TYPES = {
 }
 
 
-def _session(model: onnx.ModelProto, threads: int) -> Any:
+def _session(model: onnx.ModelProto, threads: int, integer: bool = False) -> Any:
     import onnxruntime as ort
 
     import ortquant
@@ -51,7 +54,7 @@ def _session(model: onnx.ModelProto, threads: int) -> Any:
     if threads > 0:
         so.intra_op_num_threads = threads
     so.log_severity_level = 3
-    return ortquant.InferenceSession(model, sess_options=so)
+    return ortquant.InferenceSession(model, sess_options=so, integer=integer)
 
 
 def _random_inputs(sess: Any, batch: int | None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -91,7 +94,7 @@ def _fmt_array(a: np.ndarray) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     model = onnx.load(args.model)
-    sess = _session(model, args.threads)
+    sess = _session(model, args.threads, integer=args.integer)
     feeds = _parse_inputs(args.input)
     missing = [i.name for i in sess.get_inputs() if i.name not in feeds]
     if missing:
@@ -133,6 +136,21 @@ def check_model(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, bool, str]
         else:
             rows.append((node, True, "native kernel"))
     return rows
+
+
+def print_integer_plan(model: onnx.ModelProto) -> None:
+    """Integer mode's decision per Conv / MatMul / Gemm layer: the path it takes and why."""
+    from ortquant.transforms.lower_integer import integer_plan
+
+    plan = integer_plan(model)
+    if not plan:
+        print("integer mode: no Conv / MatMul / Gemm layers")
+        return
+    width = max(len(d.node) for d in plan)
+    for d in plan:
+        print(f"{'int  ' if d.integer else 'float'} {d.node:<{width}}  {d.op_type:<6}  {d.reason}")
+    n = sum(d.integer for d in plan)
+    print(f"integer mode: {n} of {len(plan)} layer(s) on the integer path")
 
 
 def _node_key(node: onnx.NodeProto) -> str:
@@ -231,12 +249,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     from ortquant.transforms import PIPELINE, ModelError, PrepareOptions
 
     model = onnx.load(args.model, load_external_data=False)
-    options = PrepareOptions(exact=args.exact)
+    try:
+        options = PrepareOptions(exact=args.exact, integer=args.integer)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     prepared = model
     failed = False
     for step in PIPELINE:
         if not step.when(options):
             continue
+        if step.name == "lower_integer":
+            print_integer_plan(prepared)
         try:
             new = step.fn(prepared)
         except ModelError as e:
@@ -264,7 +288,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
         so = __import__("onnxruntime").SessionOptions()
         so.log_severity_level = 3
-        ortquant.InferenceSession(args.model, sess_options=so, exact=args.exact)
+        ortquant.InferenceSession(args.model, sess_options=so, exact=args.exact, integer=args.integer)
     except Exception as e:
         msg = str(e).strip()
         print(f"session creation fails: {_short(msg, 600)}")
@@ -291,14 +315,14 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     """Write the model ``ortquant.InferenceSession`` would run, for C/C++ hosts (external data stays external)."""
     from ortquant._session import uses_external_data
-    from ortquant.transforms import ModelError, PrepareOptions, apply_pipeline
+    from ortquant.transforms import PrepareOptions, apply_pipeline
 
     header = onnx.load(args.input, load_external_data=False)
     external = uses_external_data(header)
     model = onnx.load(args.input, load_external_data=True) if external else header
     try:
-        prepared, changed = apply_pipeline(model, PrepareOptions(exact=args.exact))
-    except ModelError as e:
+        prepared, changed = apply_pipeline(model, PrepareOptions(exact=args.exact, integer=args.integer))
+    except ValueError as e:  # ModelError, or exact together with integer
         print(f"error: {e}", file=sys.stderr)
         return 1
     out = Path(args.output)
@@ -433,7 +457,7 @@ def _environment(sess: Any, threads: int) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     model = onnx.load(args.model)
-    sess = _session(model, args.threads)
+    sess = _session(model, args.threads, integer=args.integer)
     feeds = _random_inputs(sess, args.batch)
     progress = not args.no_progress
     ours = _time_runs(lambda: sess.run(None, feeds), args.runs, args.warmup, "ortquant", progress)
@@ -478,17 +502,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     p.add_argument("--random", action="store_true", help="random values for inputs not given")
     p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: onnxruntime's default)")
+    p.add_argument("--integer", action="store_true", help=_INTEGER_HELP)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("check", help="the rewrites, every custom node, and whether the session really loads")
     p.add_argument("model", type=Path)
     p.add_argument("--exact", action="store_true", help="check the exact=True form")
+    p.add_argument("--integer", action="store_true", help="also say per layer whether integer mode runs it, and why")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("prepare", help="write the rewritten model a C/C++ host loads with the ortquant library")
     p.add_argument("input", type=Path)
     p.add_argument("output", type=Path)
     p.add_argument("--exact", action="store_true", help="the exact=True form (prints the session options it needs)")
+    p.add_argument("--integer", action="store_true", help=_INTEGER_HELP)
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("bench", help="latency over many runs (optionally against qonnx's executor)")
@@ -501,6 +528,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--qonnx-runs", type=int, default=10, help="at most this many qonnx runs (it is slow)")
     p.add_argument("--json", type=Path, default=None, metavar="FILE", help="also write the figures as JSON to FILE")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (shown only on a terminal anyway)")
+    p.add_argument("--integer", action="store_true", help=_INTEGER_HELP)
     p.set_defaults(func=cmd_bench)
 
     args = parser.parse_args(argv)

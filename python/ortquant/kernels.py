@@ -300,3 +300,60 @@ def gru_int(
 ) -> tuple[np.ndarray, np.ndarray]:
     """linger GRUInt: like :func:`lstm_int` without the cell; returns (output, hidden [1,B,H])."""
     return _C.gru_int(x, w_ih, w_hh, b_ih, b_hh, lengths, h0, None, batch_first, go_forward, *_rnn_args(scales))
+
+
+def _act_args(act: dict[str, object]) -> dict[str, object]:
+    return {
+        "scale": float(act.get("scale", 1.0)),  # type: ignore[arg-type]
+        "zeropt": float(act.get("zeropt", 0.0)),  # type: ignore[arg-type]
+        "bits": int(act.get("bits", 8)),  # type: ignore[call-overload]
+        "signed": bool(act.get("signed", True)),
+        "narrow": bool(act.get("narrow", False)),
+        "rounding_mode": str(act.get("rounding_mode", "ROUND")),
+        "bipolar": bool(act.get("bipolar", False)),
+    }
+
+
+def integer_codes(x: np.ndarray, **act: object) -> tuple[np.ndarray, int]:
+    """Integer mode's in-kernel activation quantizer: the stored int8 codes ``(q - zeropt) - offset`` and offset.
+
+    ``act``: scale, zeropt, bits, signed, narrow, rounding_mode (QONNX Quant's), bipolar (BipolarQuant).
+    """
+    return _C.integer_codes(np.asarray(x, dtype=np.float32), **_act_args(act))
+
+
+def qgemm(
+    x: np.ndarray,
+    w: np.ndarray,
+    s: np.ndarray,
+    b: np.ndarray,
+    kernel: str = "auto",
+    relu: bool = False,
+    **act: object,
+) -> np.ndarray:
+    """ortquant.integer::QGemm on x [rows, K] float32 with weight codes w [N, K] int8, S and B [N] float64."""
+    return _C.qgemm(
+        np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
+        np.asarray(b, dtype=np.float64), kernel=kernel, relu=relu, **_act_args(act),
+    )  # fmt: skip
+
+
+def qconv(
+    x: np.ndarray,
+    w: np.ndarray,
+    s: np.ndarray,
+    b: np.ndarray,
+    strides: tuple[int, int] = (1, 1),
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+    dilations: tuple[int, int] = (1, 1),
+    group: int = 1,
+    kernel: str = "auto",
+    relu: bool = False,
+    **act: object,
+) -> np.ndarray:
+    """ortquant.integer::QConv on x [N, C, H, W] float32, weight codes w [M, C/group, kH, kW], S and B [M]."""
+    return _C.qconv(
+        np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
+        np.asarray(b, dtype=np.float64), strides=list(strides), pads=list(pads), dilations=list(dilations),
+        group=group, kernel=kernel, relu=relu, **_act_args(act),
+    )  # fmt: skip

@@ -38,11 +38,12 @@ def register_schemas() -> None:
         if _done:
             return
         _settle_onnx_reference()
-        from ortquant.schemas import linger, linger_matrix, linger_rnn, ngraph, qonnx
+        from ortquant.schemas import integer, linger, linger_matrix, linger_rnn, ngraph, qonnx
 
         qonnx.register()
         ngraph.register()
         linger.register()
         linger_matrix.register()
         linger_rnn.register()
+        integer.register()
         _done = True

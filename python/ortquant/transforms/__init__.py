@@ -19,17 +19,26 @@ from ortquant.transforms._util import ModelError
 from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.check_trunc import check_trunc_versions
 from ortquant.transforms.declared_types import fix_declared_types
+from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.legacy_domains import fix_legacy_domains
+from ortquant.transforms.lower_integer import lower_integer
 
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine."""
+    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine.
+
+    The two contradict each other (integer mode computes exact sums, qonnx float32 ones): asking for both raises.
+    """
 
     exact: bool = False
     integer: bool = False
+
+    def __post_init__(self) -> None:
+        if self.exact and self.integer:
+            raise ValueError("exact=True and integer=True contradict each other: integer mode changes the numerics")
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,10 @@ PIPELINE: list[Transform] = [
     Transform("rewrite_channels_last", rewrite_channels_last),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
     Transform("rewrite_int_maxpool_pads", rewrite_int_maxpool_pads),
+    # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).
+    Transform("lower_integer", lower_integer, lambda o: o.integer),
+    # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
+    Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
 ]
 
 

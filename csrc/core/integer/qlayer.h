@@ -1,0 +1,100 @@
+// Integer execution of QONNX quantized layers (integer mode, issue 10): the activation quantizer of a
+// Conv / MatMul / Gemm runs in-kernel and produces integer codes, the layer runs on the int8 GEMM engine with
+// weight codes prepared once, the int32 sum is exact, and one float64 rescale per output channel gives float32.
+//
+// Numerics (docs/ops.md, "Integer mode"):
+//   activation  q = clamp_round(x / s + z) exactly as QONNX Quant (float32 division, clamp before rounding,
+//               the op's rounding mode; signed 1-bit / BipolarQuant: q = (x / s + z >= 0) ? 1 : -1), a = q - z;
+//               NaN inputs quantize to a = 0 (the float path would propagate NaN; documented difference)
+//   sum         acc_j = sum_k a_k * wq_jk, exact (int32 from the engine, corrected in int64)
+//   output      y_j = float32( double(acc_j) * S_j + B_j )   two float64 operations (round to nearest even,
+//               no fused multiply-add), then one rounding to float32. S_j and B_j are float64 values the graph
+//               transform computes (scale products, folded BatchNorm) and passes to the op; a following Relu
+//               may be fused: y < 0 ? 0 : y.
+// Every ISA path computes the same bits: the quantization is float32 IEEE arithmetic element by element, the
+// engine's sums are exact integers, and the rescale is the same two float64 operations.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/conv/conv.h"
+#include "core/gemm/gemm.h"
+#include "core/rounding.h"
+#include "core/shape.h"
+
+namespace ortquant::integer {
+
+// The in-kernel activation quantizer. Codes are stored as int8: code = (q - z) - offset, with offset chosen so
+// that every reachable q - z fits (0 when [lo - z, hi - z] is inside [-128, 127], e.g. 8-bit unsigned codes with
+// z = 0 get offset 128). The layer adds offset * rowsum(W_j) back in the integer domain.
+struct ActQuant {
+  float scale = 1.f;
+  float zeropt = 0.f;  // an integer value
+  float lo = -128.f, hi = 127.f;
+  bool bipolar = false;  // q = (x / s + z >= 0) ? 1 : -1
+  RoundMode mode = RoundMode::kHalfEven;
+  int32_t offset = 0;
+};
+
+// Validates and builds the quantizer of QONNX Quant(scale, zeropt, bits, signed, narrow, mode) (signed 1-bit is
+// the bipolar case), or of BipolarQuant(scale) when `bipolar` (bits, signed, narrow, zeropt ignored and z = 0).
+// Throws Error unless scale is finite and > 0, zeropt an integer, 1 <= bits <= 8.
+ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow, RoundMode mode,
+                        bool bipolar);
+
+// codes[i] = code of x[i], i < n (on the active ISA path).
+void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n);
+
+// out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]), then with relu
+// y < 0 ? 0 : y.
+void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
+             const double* s, const double* b, bool relu = false);
+
+// The float-exact backend (QuantCodes / Rescale ops around onnxruntime's own float Conv / Gemm / MatMul): the
+// integer values q - z as float32, and the rescale of integer-valued float32 sums. Exact when every partial sum
+// is an integer below 2^24 in magnitude (the transform checks K * max|a| * max|w| < 2^24).
+void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n);
+void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
+                 const double* s, const double* b, bool relu);
+
+// A quantized 2-D convolution (NCHW float in, NCHW float out) with weight codes [m][c/group][kh][kw].
+class QConv {
+ public:
+  // relu: a standard Relu on the output, fused into the rescale.
+  QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
+        std::vector<double> s, std::vector<double> b, bool relu = false);
+  Shape output_shape(const Shape& x) const;
+  void run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par,
+           gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+
+ private:
+  conv::ConvAttrs a_;  // as given (pads of the float convolution)
+  bool explicit_pad_;  // offset != 0 and padded: the codes are padded here with -offset, the engine gets no pads
+  int64_t m_, cg_;
+  ActQuant act_;
+  std::vector<double> s_, b_;
+  std::vector<int64_t> corr_;
+  bool relu_;
+  conv::Conv2d conv_;
+};
+
+// A quantized matrix product y[r][j] = rescale(sum_k a(x[r][k]) * W[j][k]), weight codes [n][k].
+class QGemm {
+ public:
+  QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s, std::vector<double> b,
+        bool relu = false);
+  int64_t n() const { return n_; }
+  int64_t k() const { return k_; }
+  void run(const float* x, int64_t rows, float* out, const gemm::Parallel& par,
+           gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+
+ private:
+  int64_t n_, k_;
+  ActQuant act_;
+  std::vector<double> s_, b_;
+  std::vector<int64_t> corr_;
+  bool relu_;
+  gemm::PackedWeights packed_;
+};
+
+}  // namespace ortquant::integer

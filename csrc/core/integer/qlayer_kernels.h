@@ -1,0 +1,17 @@
+// Per-ISA loops of the integer-mode layers (see core/isa.h): qlayer_impl.inc compiled three times.
+#pragma once
+#include <cstdint>
+
+#include "core/integer/qlayer.h"
+#include "core/isa.h"
+
+namespace ortquant::integer {
+ORTQUANT_DECLARE_ISA_FN(void, quantize_codes_isa, (const ActQuant& a, const float* x, int8_t* codes, int64_t n))
+ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
+                        (const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner,
+                         const int64_t* corr, const double* s, const double* b, bool relu))
+ORTQUANT_DECLARE_ISA_FN(void, quantize_values_isa, (const ActQuant& a, const float* x, float* v, int64_t n))
+ORTQUANT_DECLARE_ISA_FN(void, rescale_f32_isa,
+                        (const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner,
+                         const int64_t* corr, const double* s, const double* b, bool relu))
+}  // namespace ortquant::integer

@@ -1,0 +1,183 @@
+// ortquant.integer::QConv and QGemm: a QONNX quantized layer fused into one op by integer mode (the graph
+// transform python/ortquant/transforms/lower_integer.py writes them). X float32; W int8 weight codes, S and B
+// float64 per output channel, all three constant initializers; the activation quantizer as act_* attributes.
+// The math is core/integer/qlayer.h; this file only reads attributes, validates and calls it.
+#include <optional>
+
+#include "core/integer/qlayer.h"
+#include "ort/kernels/integer/integer_ops.h"
+#include "ort/params.h"
+
+namespace ortquant::ort {
+namespace {
+
+constexpr ONNXTensorElementDataType kI8 = ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8;
+constexpr ONNXTensorElementDataType kF64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+
+}  // namespace
+
+integer::ActQuant integer_act_quant(const KernelInfo& info) {
+  const float scale = info.attr_float("act_scale");
+  const float zeropt = info.attr_float("act_zeropt", 0.f);
+  const bool bipolar = info.attr_bool("act_bipolar", false);
+  const int64_t bits = info.attr_int("act_bits", bipolar ? 1 : 8);
+  const bool is_signed = info.attr_bool("act_signed", true);
+  const bool narrow = info.attr_bool("act_narrow", false);
+  const std::string mode_name = info.attr_string("act_rounding_mode", "ROUND");
+  RoundMode mode;
+  if (!parse_qonnx_round_mode(mode_name, &mode))
+    throw_error("attribute 'act_rounding_mode': unknown rounding mode '", mode_name, "'");
+  return integer::make_act_quant(scale, zeropt, bits, is_signed, narrow, mode, bipolar);
+}
+
+namespace {
+
+// A constant input of the given dtype; throws naming it otherwise.
+OwnedTensor constant(const KernelInfo& info, size_t i, ONNXTensorElementDataType dtype, const char* what) {
+  std::optional<OwnedTensor> t = info.constant_input(i);
+  if (!t) throw_error("input ", what, " must be a constant initializer");
+  if (t->dtype != dtype) throw_error("input ", what, " must be ", dtype_name(dtype), ", got ", dtype_name(t->dtype));
+  return std::move(*t);
+}
+
+std::vector<double> channel_values(const KernelInfo& info, size_t i, const char* what, int64_t n) {
+  const OwnedTensor t = constant(info, i, kF64, what);
+  if (t.view().size() != n)
+    throw_error("input ", what, " must have ", n, " values (one per output channel), got shape ", shape_str(t.shape));
+  const double* d = t.view().as<double>();
+  return std::vector<double>(d, d + n);
+}
+
+gemm::Parallel parallel(const KernelContext& ctx) {
+  return [&ctx](size_t n, const gemm::TaskFn& fn) { ctx.parallel_for(n, fn); };
+}
+
+std::vector<int64_t> ints(const KernelInfo& info, const char* name, size_t n, int64_t dflt) {
+  std::vector<int64_t> v = info.attr_ints(name, std::vector<int64_t>(n, dflt));
+  if (v.size() != n) throw_error("attribute '", name, "' must have ", n, " values, got ", v.size());
+  return v;
+}
+
+class QConvKernel : public OpKernel {
+ public:
+  explicit QConvKernel(const KernelInfo& info) {
+    const integer::ActQuant act = integer_act_quant(info);
+    const OwnedTensor w = constant(info, 1, kI8, "W");
+    if (w.shape.size() != 4) throw_error("input W must be 4-D [M, C/group, kH, kW], got shape ", shape_str(w.shape));
+    const std::vector<int64_t> ks = info.attr_ints("kernel_shape", {});
+    if (!ks.empty() && (ks.size() != 2 || ks[0] != w.shape[2] || ks[1] != w.shape[3]))
+      throw_error("attribute 'kernel_shape' ", shape_str(ks), " does not match the weight shape ", shape_str(w.shape));
+    const auto st = ints(info, "strides", 2, 1), di = ints(info, "dilations", 2, 1), pa = ints(info, "pads", 4, 0);
+    conv::ConvAttrs a;
+    a.kh = w.shape[2], a.kw = w.shape[3];
+    a.sh = st[0], a.sw = st[1];
+    a.dh = di[0], a.dw = di[1];
+    a.pt = pa[0], a.pl = pa[1], a.pb = pa[2], a.pr = pa[3];
+    a.group = info.attr_int("group", 1);
+    conv::validate_attrs(a, false);
+    const int64_t m = w.shape[0];
+    if (m % a.group != 0) throw_error("the weight's ", m, " output channels are not a multiple of group ", a.group);
+    conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
+                  channel_values(info, 3, "B", m), info.attr_bool("relu", false));
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const TensorView x = ctx.required_input(0);
+    expect_dtype(x, kFloat, "input X");
+    if (x.shape.size() != 4) throw_error("input X must be 4-D [N, C, H, W], got shape ", shape_str(x.shape));
+    const Shape os = conv_->output_shape(x.shape);
+    float* y = ctx.output_as<float>(0, os);
+    if (shape_size(os) == 0) return;
+    conv_->run(x.as<float>(), x.shape, y, parallel(ctx));
+  }
+
+ private:
+  std::optional<integer::QConv> conv_;
+};
+
+class QGemmKernel : public OpKernel {
+ public:
+  explicit QGemmKernel(const KernelInfo& info) {
+    const integer::ActQuant act = integer_act_quant(info);
+    const OwnedTensor w = constant(info, 1, kI8, "W");
+    if (w.shape.size() != 2) throw_error("input W must be 2-D [N, K], got shape ", shape_str(w.shape));
+    const int64_t n = w.shape[0];
+    gemm_.emplace(w.view().as<int8_t>(), n, w.shape[1], act, channel_values(info, 2, "S", n),
+                  channel_values(info, 3, "B", n), info.attr_bool("relu", false));
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const TensorView x = ctx.required_input(0);
+    expect_dtype(x, kFloat, "input X");
+    if (x.shape.empty()) throw_error("input X must have at least 1 dimension");
+    if (x.shape.back() != gemm_->k())
+      throw_error("input X has ", x.shape.back(), " features (last dim) but W [N, K] has K = ", gemm_->k());
+    Shape ys = x.shape;
+    ys.back() = gemm_->n();
+    float* y = ctx.output_as<float>(0, ys);
+    const int64_t rows = shape_size(x.shape) / (gemm_->k() ? gemm_->k() : 1);
+    if (shape_size(ys) == 0) return;
+    gemm_->run(x.as<float>(), rows, y, parallel(ctx));
+  }
+
+ private:
+  std::optional<integer::QGemm> gemm_;
+};
+
+void infer_conv(const InferContext& ctx) {
+  InferContext::Dims x, w;
+  if (!ctx.input_shape(0, &x) || x.rank() != 4 || !ctx.input_shape(1, &w) || w.rank() != 4) return;
+  std::vector<int64_t> st = ctx.attr_ints("strides"), di = ctx.attr_ints("dilations"), pa = ctx.attr_ints("pads");
+  if (st.size() != 2) st.assign(2, 1);
+  if (di.size() != 2) di.assign(2, 1);
+  if (pa.size() != 4) pa.assign(4, 0);
+  InferContext::Dims y;
+  y.dims = {x.dims[0], w.dims[0]};
+  y.sym = {x.sym[0], w.sym[0]};
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t d = -1;
+    const int64_t k = w.dims[2 + i];
+    if (x.dims[2 + i] >= 0 && k >= 1 && st[i] >= 1 && di[i] >= 1) {
+      const int64_t span = di[i] * (k - 1) + 1, padded = x.dims[2 + i] + pa[i] + pa[i + 2];
+      d = padded < span ? -1 : (padded - span) / st[i] + 1;
+    }
+    y.dims.push_back(d);
+    y.sym.push_back(d < 0 ? InferContext::fresh_dim() : std::string());
+  }
+  for (size_t i = 0; i < y.rank(); ++i)
+    if (y.dims[i] < 0 && y.sym[i].empty()) y.sym[i] = InferContext::fresh_dim();
+  ctx.set_output(0, kFloat, y);
+}
+
+void infer_gemm(const InferContext& ctx) {
+  InferContext::Dims x, w;
+  if (!ctx.input_shape(0, &x)) return;
+  const bool have_w = ctx.input_shape(1, &w) && w.rank() == 2;
+  x.dims.back() = have_w ? w.dims[0] : -1;
+  x.sym.back() = have_w ? w.sym[0] : InferContext::fresh_dim();
+  ctx.set_output(0, kFloat, x);
+}
+
+}  // namespace
+
+OpSpec qconv_spec(const std::string& name) {
+  OpSpec s;
+  s.name = name;
+  s.inputs = {req(kFloat), req(kI8), req(kF64), req(kF64)};
+  s.outputs = {req(kFloat)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info); };
+  s.infer = &infer_conv;
+  return s;
+}
+
+OpSpec qgemm_spec(const std::string& name) {
+  OpSpec s;
+  s.name = name;
+  s.inputs = {req(kFloat), req(kI8), req(kF64), req(kF64)};
+  s.outputs = {req(kFloat)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<QGemmKernel>(info); };
+  s.infer = &infer_gemm;
+  return s;
+}
+
+}  // namespace ortquant::ort

@@ -1,0 +1,94 @@
+// Bindings of the integer-mode layers (core/integer/qlayer.h): the quantized Conv / Gemm on float inputs, and the
+// in-kernel activation quantizer alone. The quantizer and rescale loops follow the active ISA (set_isa); the GEMM
+// kernel can be named.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/integer/qlayer.h"
+#include "python/bindings.h"
+
+namespace py = pybind11;
+
+namespace ortquant::py_bindings {
+namespace {
+
+using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
+using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using I8 = py::array_t<int8_t, py::array::c_style | py::array::forcecast>;
+
+integer::ActQuant act_of(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow,
+                         const std::string& mode, bool bipolar) {
+  return integer::make_act_quant(scale, zeropt, bits, is_signed, narrow, qonnx_mode(mode), bipolar);
+}
+
+gemm::Kernel kernel_named(const std::string& name) {
+  gemm::Kernel k;
+  if (!gemm::parse_kernel(name, &k)) throw Error("unknown GEMM kernel '" + name + "'");
+  return gemm::resolve_kernel(k);
+}
+
+std::vector<double> vec(const F64& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
+
+}  // namespace
+
+void register_integer(py::module_& m) {
+  m.def(
+      "integer_codes",
+      [](const F32& x, float scale, float zeropt, int64_t bits, bool is_signed, bool narrow, const std::string& mode,
+         bool bipolar) {
+        const integer::ActQuant a = act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar);
+        py::array_t<int8_t> out(std::vector<py::ssize_t>(x.shape(), x.shape() + x.ndim()));
+        integer::quantize_codes(a, x.data(), out.mutable_data(), x.size());
+        return py::make_tuple(out, a.offset);
+      },
+      py::arg("x"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"), py::arg("signed"), py::arg("narrow"),
+      py::arg("rounding_mode"), py::arg("bipolar"));
+  m.def(
+      "qgemm",
+      [](const F32& x, const I8& w, const F64& s, const F64& b, float scale, float zeropt, int64_t bits,
+         bool is_signed, bool narrow, const std::string& mode, bool bipolar, const std::string& kernel, bool relu) {
+        if (w.ndim() != 2) throw Error("w must be 2-D [N, K]");
+        if (x.ndim() != 2 || x.shape(1) != w.shape(1)) throw Error("x must be 2-D [rows, K]");
+        const integer::QGemm g(w.data(), w.shape(0), w.shape(1),
+                               act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu);
+        py::array_t<float> out({x.shape(0), w.shape(0)});
+        if (out.size()) g.run(x.data(), x.shape(0), out.mutable_data(), &gemm::run_inline, kernel_named(kernel));
+        return out;
+      },
+      py::arg("x"), py::arg("w"), py::arg("s"), py::arg("b"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"),
+      py::arg("signed"), py::arg("narrow"), py::arg("rounding_mode"), py::arg("bipolar"), py::arg("kernel") = "auto",
+      py::arg("relu") = false);
+  m.def(
+      "qconv",
+      [](const F32& x, const I8& w, const F64& s, const F64& b, float scale, float zeropt, int64_t bits,
+         bool is_signed, bool narrow, const std::string& mode, bool bipolar, const std::vector<int64_t>& strides,
+         const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations, int64_t group,
+         const std::string& kernel, bool relu) {
+        if (w.ndim() != 4 || x.ndim() != 4) throw Error("x and w must be 4-D");
+        if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2) throw Error("bad conv attributes");
+        conv::ConvAttrs a;
+        a.kh = w.shape(2), a.kw = w.shape(3);
+        a.sh = strides[0], a.sw = strides[1];
+        a.dh = dilations[0], a.dw = dilations[1];
+        a.pt = pads[0], a.pl = pads[1], a.pb = pads[2], a.pr = pads[3];
+        a.group = group;
+        conv::validate_attrs(a, false);
+        const integer::QConv c(w.data(), w.shape(0), w.shape(1), a,
+                               act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu);
+        const Shape xs = shape_of(x);
+        const Shape os = c.output_shape(xs);
+        py::array_t<float> out(std::vector<py::ssize_t>(os.begin(), os.end()));
+        if (out.size()) c.run(x.data(), xs, out.mutable_data(), &gemm::run_inline, kernel_named(kernel));
+        return out;
+      },
+      py::arg("x"), py::arg("w"), py::arg("s"), py::arg("b"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"),
+      py::arg("signed"), py::arg("narrow"), py::arg("rounding_mode"), py::arg("bipolar"), py::arg("strides"),
+      py::arg("pads"), py::arg("dilations"), py::arg("group"), py::arg("kernel") = "auto", py::arg("relu") = false);
+}
+
+}  // namespace ortquant::py_bindings

@@ -1,0 +1,83 @@
+"""ONNX schemas of the integer-mode ops (``ortquant.integer``: QConv, QGemm), written by integer mode's graph
+transform (``transforms/lower_integer.py``); docs/ops.md "Integer mode" has the formulas."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto
+
+from ortquant.schemas._builder import Attr, AttrType, Op, Param, attr, input_shape, register_ops, set_output
+from ortquant.schemas.linger_matrix import _ints, _spatial
+
+DOMAINS = ("ortquant.integer",)
+
+_ACT = [
+    Attr("act_scale", AttrType.FLOAT, required=True, doc="per-tensor scale of the activation quantizer (> 0)"),
+    Attr("act_zeropt", AttrType.FLOAT, 0.0, doc="zero point (an integer value)"),
+    Attr("act_bits", AttrType.INT, 8, doc="bit width 1..8"),
+    Attr("act_signed", AttrType.INT, 1),
+    Attr("act_narrow", AttrType.INT, 0),
+    Attr("act_rounding_mode", AttrType.STRING, "ROUND", doc="a QONNX rounding mode name"),
+    Attr("act_bipolar", AttrType.INT, 0, doc="1: BipolarQuant (x / s >= 0 ? 1 : -1)"),
+    Attr("relu", AttrType.INT, 0, doc="1: a Relu on the output, fused (y < 0 ? 0 : y)"),
+]
+_CONV = [
+    Attr("kernel_shape", AttrType.INTS),
+    Attr("strides", AttrType.INTS),
+    Attr("pads", AttrType.INTS),
+    Attr("dilations", AttrType.INTS),
+    Attr("group", AttrType.INT, 1),
+]
+
+
+def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
+    x, w = input_shape(ctx, 0), input_shape(ctx, 1)
+    if x is None or len(x) != 4 or w is None or len(w) != 4:
+        set_output(ctx, 0, TensorProto.FLOAT, None)
+        return
+    s, d, p = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1), _ints(ctx, "pads", 4, 0)
+    k = attr(ctx, "kernel_shape")
+    k = list(k) if k is not None and len(k) == 2 else w[2:]
+    set_output(ctx, 0, TensorProto.FLOAT, [x[0], w[0], *_spatial(x, k, s, d, p, False, [0, 0])])
+
+
+def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
+    x, w = input_shape(ctx, 0), input_shape(ctx, 1)
+    if x is None or not x:
+        set_output(ctx, 0, TensorProto.FLOAT, None)
+        return
+    set_output(ctx, 0, TensorProto.FLOAT, [*x[:-1], w[0] if w is not None and len(w) == 2 else None])
+
+
+def _infer_same(ctx: onnx.shape_inference.InferenceContext) -> None:
+    set_output(ctx, 0, TensorProto.FLOAT, input_shape(ctx, 0))
+
+
+def ops() -> list[Op]:
+    """The integer-mode op schemas."""
+    ins = [
+        Param("X", "tensor(float)", doc="float activation, quantized in the op by the act_* quantizer"),
+        Param("W", "tensor(int8)", doc="weight codes (constant)"),
+        Param("S", "tensor(double)", doc="per-output-channel scale (constant)"),
+        Param("B", "tensor(double)", doc="per-output-channel bias (constant)"),
+    ]
+    out = [Param("Y", "tensor(float)")]
+    return [
+        Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r].",
+           ins, out, [*_ACT, *_CONV], (), _infer_conv),
+        Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
+           ins, out, _ACT, (), _infer_gemm),
+        Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
+           ins[:1], out, [a for a in _ACT if a.name != "relu"], (), _infer_same),
+        Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",
+           [Param("ACC", "tensor(float)"), ins[2], ins[3]], out,
+           [Attr("axis", AttrType.INT, 1), Attr("relu", AttrType.INT, 0)], (), _infer_same),
+    ]  # fmt: skip
+
+
+def register() -> None:
+    """Register the integer-mode schemas (idempotent)."""
+    register_ops(ops(), DOMAINS)
+
+
+__all__ = ["DOMAINS", "ops", "register"]

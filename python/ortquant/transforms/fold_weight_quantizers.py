@@ -1,0 +1,91 @@
+"""Rewrite: QONNX quantizers whose inputs are all constant (weight quantizers) become initializers.
+
+onnxruntime never constant-folds custom ops. ortquant computes such a node once at session creation, but
+onnxruntime still copies its output out on every run, and since that output is no initializer, onnxruntime
+cannot pre-pack the float Conv/Gemm weights behind it. Replacing the node by an initializer holding its output
+removes both costs. The output is computed by ortquant's own op (one onnxruntime session over the foldable nodes,
+with ortquant's ops registered), so the initializer is bit for bit what the node produces.
+
+Not applied with ``exact=True``: onnxruntime's pre-packed float convolution may sum in another order than the
+unpacked one qonnx's executor matches, which moves outputs by an ulp.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import numpy_helper
+
+from ortquant.transforms._util import QONNX_DOMAINS, all_nodes, copy_model
+
+# The quantizer ops folded when every input is a constant initializer.
+FOLDABLE = ("Quant", "IntQuant", "BipolarQuant", "Trunc", "TruncQuant", "FloatQuant")
+
+
+def _constants(graph: onnx.GraphProto) -> set[str]:
+    """Initializer names that are constant: not also graph inputs (those can be overridden per run)."""
+    inputs = {i.name for i in graph.input}
+    return {i.name for i in graph.initializer if i.name not in inputs}
+
+
+def foldable_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """The top-level QONNX quantizer nodes with only constant inputs and one output that is not a graph output."""
+    graph = model.graph
+    consts = _constants(graph)
+    outputs = {o.name for o in graph.output}
+    return [
+        n
+        for n in graph.node
+        if n.domain in QONNX_DOMAINS
+        and n.op_type in FOLDABLE
+        and n.input
+        and all(i and i in consts for i in n.input)
+        and len(n.output) == 1
+        and n.output[0] not in outputs
+    ]
+
+
+def evaluate_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
+    """Run ``nodes`` (constant inputs only) through onnxruntime with ortquant's ops; their outputs as tensors."""
+    import onnxruntime as ort
+
+    from ortquant._library import register
+
+    needed = {i for n in nodes for i in n.input}
+    inits = [t for t in model.graph.initializer if t.name in needed]
+    outs = [onnx.helper.make_empty_tensor_value_info(n.output[0]) for n in nodes]
+    graph = onnx.helper.make_graph(list(nodes), "fold_weight_quantizers", [], outs, initializer=inits)
+    sub = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
+    sub.ir_version = 10
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads = 1
+    register(so)
+    sess = ort.InferenceSession(sub.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"])
+    values = sess.run([n.output[0] for n in nodes], {})
+    return [numpy_helper.from_array(v, name=n.output[0]) for n, v in zip(nodes, values, strict=True)]
+
+
+def fold_weight_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Replace every constant-input QONNX quantizer (see :func:`foldable_nodes`) by an initializer of its output.
+
+    Initializers no longer used by any node are dropped. Returns ``model`` itself when there is nothing to fold.
+    Errors of the op (bad attributes, bad parameter values) surface here as onnxruntime errors naming the node.
+    """
+    nodes = foldable_nodes(model)
+    if not nodes:
+        return model
+    tensors = evaluate_nodes(model, nodes)
+    out = copy_model(model)
+    folded = {n.output[0] for n in nodes}
+    kept = [n for n in out.graph.node if not (len(n.output) == 1 and n.output[0] in folded)]
+    del out.graph.node[:]
+    out.graph.node.extend(kept)
+    out.graph.initializer.extend(tensors)
+    used = {i for n in all_nodes(out.graph) for i in n.input} | {o.name for o in out.graph.output}
+    keep_inits = [t for t in out.graph.initializer if t.name in used]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(keep_inits)
+    vis = [v for v in out.graph.value_info if v.name not in folded]
+    del out.graph.value_info[:]
+    out.graph.value_info.extend(vis)
+    return out

@@ -1,0 +1,457 @@
+"""Rewrite (integer mode): QONNX quantized layers become one ``ortquant.integer`` op each, run on the int8 engine.
+
+A layer is ``Quant(activation) -> [Reshape | Flatten | MaxPool]* -> Conv / MatMul / Gemm <- Quant(constant weight)``
+(``BipolarQuant`` on either side too), optionally followed by a ``BatchNormalization`` that only it feeds. It
+becomes ``QConv`` / ``QGemm`` whose inputs are the activation quantizer's *float input* (the op quantizes it
+itself, exactly as Quant does), the weight codes (int8, computed here once), and float64 per-output-channel
+scale ``S`` and bias ``B``::
+
+    S[j] = float64(s_act) * float64(s_w[j])                     exact (two float32 values)
+    B[j] = float64(bias[j])  (Gemm: float64(beta) * bias)      0 without a bias
+    with a BatchNormalization folded: g = float64(gamma) / sqrt(float64(var) + float64(eps))
+        S[j] <- S[j] * g[j];  B[j] <- (B[j] - float64(mean[j])) * g[j] + float64(beta[j])
+
+Two backends compute the same bits (the contract only depends on the exact integer sum):
+
+- ``engine``: ``QConv`` / ``QGemm`` on ortquant's int8 GEMM engine (fast where the CPU has int8 dot products,
+  AVX-512 VNNI / AVX-VNNI);
+- ``float``: ``QuantCodes`` (the activation's integer values q - z as float32) -> onnxruntime's own float ``Conv`` /
+  ``MatMul`` on the weight codes as float32 -> ``Rescale``. Used only where every partial sum is an integer below
+  2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order; fast on CPUs without int8
+  dot products (AVX2), where onnxruntime's pre-packed float convolution beats the engine.
+
+``ORTQUANT_INTEGER_BACKEND=engine|float|auto`` chooses (default ``auto``: ``engine`` when the GEMM kernel the
+preparing process resolves to is a VNNI one, else ``float`` where exact). The choice is made when the model is
+prepared, so a model prepared by ``ortquant prepare --integer`` carries the preparing machine's choice; the
+results are the same bits either way.
+
+Anything else stays on the float path: :func:`integer_plan` says per layer which path it takes and why
+(``ortquant check --integer`` prints it). The quantizer nodes stay in the graph while anything else reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, copy_model
+
+DOMAIN = "ortquant.integer"
+LAYER_OPS = ("Conv", "MatMul", "Gemm")
+_QUANT = ("Quant", "IntQuant")
+# Per-tensor quantization commutes with these: Reshape/Flatten move elements, and MaxPool takes a maximum, which a
+# monotone non-decreasing quantizer preserves (max(Q(x)) = Q(max(x)); MaxPool pads with -inf, never selected).
+_PASS_THROUGH = ("Reshape", "Flatten", "MaxPool")
+MAX_K = 131071  # the engine's longest exact reduction (core/gemm/pack.h kMaxK)
+FLOAT_EXACT_LIMIT = 1 << 24  # integers up to this magnitude are exact in float32
+
+
+def integer_backend() -> str:
+    """The backend ``lower_integer`` uses now: ``engine`` or ``float`` (see the module doc)."""
+    import os
+
+    choice = os.environ.get("ORTQUANT_INTEGER_BACKEND", "auto").strip().lower() or "auto"
+    if choice in ("engine", "float"):
+        return choice
+    if choice != "auto":
+        raise ValueError(f"ORTQUANT_INTEGER_BACKEND must be engine, float or auto, got {choice!r}")
+    from ortquant import _C
+
+    return "engine" if "vnni" in _C.gemm_kernel("auto") else "float"
+
+
+def _act_max(act: dict[str, object]) -> int:
+    """The largest |q - z| the activation quantizer can produce."""
+    if act.get("act_bipolar") or (act.get("act_signed", 1) and act.get("act_bits") == 1):
+        return 1
+    bits, signed, narrow = int(act["act_bits"]), int(act.get("act_signed", 1)), int(act.get("act_narrow", 0))
+    z = int(float(act.get("act_zeropt", 0.0)))
+    lo, hi = (-(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1 - narrow)
+    return max(abs(lo - z), abs(hi - z))
+
+
+class _SkipError(Exception):
+    """This layer stays on the float path (the message says why)."""
+
+
+@dataclass
+class LayerDecision:
+    """How integer mode runs one Conv / MatMul / Gemm node."""
+
+    node: str
+    op_type: str
+    integer: bool
+    reason: str
+
+
+@dataclass
+class _Lowered:
+    node: onnx.NodeProto
+    new_nodes: list[onnx.NodeProto]
+    initializers: list[onnx.TensorProto]
+    removed: list[onnx.NodeProto] = field(default_factory=list)
+
+
+class _Graph:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        g = model.graph
+        inputs = {i.name for i in g.input}
+        self.init = {t.name: t for t in g.initializer if t.name not in inputs}
+        self.producer = {o: n for n in g.node for o in n.output}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for n in g.node:
+            for i in n.input:
+                self.consumers.setdefault(i, []).append(n)
+        self.outputs = {o.name for o in g.output}
+        self._const_cache: dict[str, np.ndarray] = {}
+
+    def const(self, name: str, what: str) -> np.ndarray:
+        if name in self._const_cache:
+            return self._const_cache[name]
+        if name not in self.init:
+            raise _SkipError(f"{what} is not a constant initializer")
+        v = numpy_helper.to_array(self.init[name])
+        self._const_cache[name] = v
+        return v
+
+    def only_consumer(self, value: str) -> onnx.NodeProto | None:
+        c = self.consumers.get(value, [])
+        return c[0] if len(c) == 1 and value not in self.outputs else None
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
+    for a in node.attribute:
+        if a.name == name:
+            v = helper.get_attribute_value(a)
+            return v.decode() if isinstance(v, bytes) else v
+    return default
+
+
+def _is_qonnx(node: onnx.NodeProto | None, ops: tuple[str, ...]) -> bool:
+    return node is not None and node.domain in QONNX_DOMAINS and node.op_type in ops
+
+
+def _per_tensor(v: np.ndarray, what: str) -> float:
+    if v.dtype != np.float32:
+        raise _SkipError(f"{what} is {v.dtype}, integer mode takes float32")
+    flat = v.ravel()
+    if flat.size == 0 or not np.all(flat == flat[0]):
+        raise _SkipError(f"{what} is not per-tensor (one value)")
+    return float(flat[0])
+
+
+def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onnx.NodeProto], onnx.NodeProto]:
+    """The activation quantizer feeding ``value`` (through Reshape/Flatten): its op attributes, float input name,
+    the pass-through chain (first to last) and the quantizer node."""
+    chain: list[onnx.NodeProto] = []
+    node = g.producer.get(value)
+    while (
+        node is not None
+        and node.domain in STANDARD_DOMAINS
+        and node.op_type in _PASS_THROUGH
+        and len([o for o in node.output if o]) == 1
+    ):
+        chain.insert(0, node)
+        node = g.producer.get(node.input[0])
+    if node is None:
+        raise _SkipError("the activation is a graph input, not the output of a Quant / BipolarQuant")
+    if not _is_qonnx(node, (*_QUANT, "BipolarQuant")):
+        raise _SkipError(f"the activation is produced by {node.op_type}, not by a Quant / BipolarQuant")
+    if node.op_type == "BipolarQuant":
+        s = _per_tensor(g.const(node.input[1], "the activation scale"), "the activation scale")
+        attrs: dict[str, object] = {"act_scale": s, "act_bipolar": 1}
+    else:
+        if len(node.input) < 4:
+            raise _SkipError("the activation Quant has fewer than 4 inputs")
+        s = _per_tensor(g.const(node.input[1], "the activation scale"), "the activation scale")
+        z = _per_tensor(g.const(node.input[2], "the activation zero point"), "the activation zero point")
+        b = g.const(node.input[3], "the activation bit width")
+        if b.size != 1:
+            raise _SkipError("the activation bit width is not one value")
+        bits = float(b.ravel()[0])
+        if bits != int(bits) or not 1 <= bits <= 8:
+            raise _SkipError(f"the activation bit width {bits:g} is not an integer in 1..8")
+        if not (np.isfinite(s) and s > 0):
+            raise _SkipError(f"the activation scale {s!r} is not finite and positive")
+        if z != int(z):
+            raise _SkipError(f"the activation zero point {z!r} is not an integer")
+        signed = int(_attr(node, "signed", 1))
+        if signed and int(bits) == 1 and z != 0:
+            raise _SkipError("a signed 1-bit activation quantizer with a non-zero zero point")
+        attrs = {
+            "act_scale": s,
+            "act_zeropt": z,
+            "act_bits": int(bits),
+            "act_signed": signed,
+            "act_narrow": int(_attr(node, "narrow", 0)),
+            "act_rounding_mode": str(_attr(node, "rounding_mode", "ROUND")),
+        }
+    if not (np.isfinite(s) and s > 0):
+        raise _SkipError(f"the activation scale {s!r} is not finite and positive")
+    return attrs, node.input[0], chain, node
+
+
+def _weight_codes(g: _Graph, value: str, axis: int, evaluate: object) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto]:
+    """Integer codes of a constant quantized weight and its per-output-channel scale (along ``axis``)."""
+    node = g.producer.get(value)
+    if not _is_qonnx(node, (*_QUANT, "BipolarQuant")):
+        raise _SkipError("the weight is not the output of a Quant / BipolarQuant on a constant")
+    assert node is not None
+    for i in node.input:
+        g.const(i, "a weight quantizer input")
+    if node.op_type in _QUANT:
+        if len(node.input) < 4:
+            raise _SkipError("the weight Quant has fewer than 4 inputs")
+        bits = g.const(node.input[3], "the weight bit width").ravel()
+        if bits.size != 1 or not 1 <= float(bits[0]) <= 8:
+            raise _SkipError("the weight bit width is not one value in 1..8")
+    w = g.const(node.input[0], "the weight")
+    s = g.const(node.input[1], "the weight scale")
+    if w.dtype != np.float32 or s.dtype != np.float32:
+        raise _SkipError("the weight or its scale is not float32")
+    (y,) = evaluate(g.model, [node])  # type: ignore[operator]
+    y = numpy_helper.to_array(y)
+    try:
+        sb = np.broadcast_to(s, y.shape)
+    except ValueError as e:
+        raise _SkipError("the weight scale does not broadcast to the weight") from e
+    if y.ndim <= axis:
+        raise _SkipError("the weight has too few dimensions")
+    s_ch = np.moveaxis(sb, axis, 0).reshape(sb.shape[axis], -1)
+    if not np.all(s_ch == s_ch[:, :1]):
+        raise _SkipError("the weight scale varies along another axis than the output channel")
+    s_ch = s_ch[:, 0]
+    if not (np.all(np.isfinite(s_ch)) and np.all(s_ch > 0)):
+        raise _SkipError("the weight scale is not finite and positive")
+    codes = np.rint(y.astype(np.float64) / sb.astype(np.float64))
+    if not np.all(np.abs(codes) <= 255):  # bit width <= 8: |q - z| <= 255 for any zero point in range
+        raise _SkipError("the weight codes (q - zero point) exceed 255 in magnitude")
+    # The codes must reproduce the quantizer's output exactly: y = float32(code * scale) (Quant: (q - z) * s).
+    if not np.array_equal((codes.astype(np.float32) * sb).view(np.uint32), y.astype(np.float32).view(np.uint32)):
+        raise _SkipError("the weight quantizer's output is not code * scale (non-integer zero point?)")
+    return codes.astype(np.int16), s_ch.astype(np.float64), node
+
+
+def _fold_bn(g: _Graph, out: str, s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto] | None:
+    bn = g.only_consumer(out)
+    if bn is None or bn.op_type != "BatchNormalization" or bn.domain not in STANDARD_DOMAINS or len(bn.output) != 1:
+        return None
+    if int(_attr(bn, "training_mode", 0)):
+        return None
+    try:
+        gamma, beta, mean, var = (g.const(i, "a BatchNorm parameter").astype(np.float64) for i in bn.input[1:5])
+    except _SkipError:
+        return None
+    if any(p.shape != s.shape for p in (gamma, beta, mean, var)):
+        return None
+    eps = float(np.float32(_attr(bn, "epsilon", 1e-5)))
+    gk = gamma / np.sqrt(var + eps)
+    return s * gk, (b - mean) * gk + beta, bn
+
+
+def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "engine") -> _Lowered:
+    op = node.op_type
+    name = node.name or node.output[0]
+    if len(node.output) != 1:
+        raise _SkipError("the node has more than one output")
+    act, x_float, chain, _qnode = _activation(g, node.input[0])
+    attrs: dict[str, object] = dict(act)
+    bias = None
+    if op == "Conv":
+        if str(_attr(node, "auto_pad", "NOTSET")) != "NOTSET":
+            raise _SkipError("auto_pad is not supported (use pads)")
+        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0, evaluate)
+        if codes.ndim != 4:
+            raise _SkipError("only 2-D convolutions (4-D weights) run in integer mode")
+        for key in ("strides", "pads", "dilations", "group", "kernel_shape"):
+            v = _attr(node, key, None)
+            if v is not None:
+                attrs[key] = v
+        k = int(np.prod(codes.shape[1:]))
+        if len(node.input) > 2 and node.input[2]:
+            bias = g.const(node.input[2], "the bias").astype(np.float64).ravel()
+        w_codes = codes
+    elif op == "Gemm":
+        if float(_attr(node, "alpha", 1.0)) != 1.0 or int(_attr(node, "transA", 0)) != 0:
+            raise _SkipError("Gemm with alpha != 1 or transA")
+        trans_b = int(_attr(node, "transB", 0))
+        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0 if trans_b else 1, evaluate)
+        w_codes = codes if trans_b else codes.T
+        k = w_codes.shape[1]
+        if len(node.input) > 2 and node.input[2]:
+            c = g.const(node.input[2], "the bias").astype(np.float64)
+            try:
+                c = np.broadcast_to(c.reshape(-1) if c.ndim <= 1 else c, (w_codes.shape[0],))
+            except ValueError as e:
+                raise _SkipError("the Gemm bias is not per output column") from e
+            bias = float(np.float32(_attr(node, "beta", 1.0))) * c
+    else:  # MatMul
+        codes, s_w, _wnode = _weight_codes(g, node.input[1], 1, evaluate)
+        if codes.ndim != 2:
+            raise _SkipError("MatMul with a weight that is not 2-D")
+        w_codes = codes.T
+        k = w_codes.shape[1]
+    if k > MAX_K:
+        raise _SkipError(f"the reduction length {k} exceeds the engine's exact limit {MAX_K}")
+    n = w_codes.shape[0]
+    s = np.float64(act["act_scale"]) * s_w
+    b = np.zeros(n) if bias is None else np.array(bias, dtype=np.float64)
+    if b.shape != (n,):
+        raise _SkipError("the bias is not one value per output channel")
+    out_name = node.output[0]
+    removed = [node]
+    folded = _fold_bn(g, out_name, s, b)
+    if folded is not None:
+        s, b, bn = folded
+        out_name = bn.output[0]
+        removed.append(bn)
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(b))):
+        raise _SkipError("the folded scale or bias is not finite")
+    relu = g.only_consumer(out_name)
+    if relu is not None and relu.op_type == "Relu" and relu.domain in STANDARD_DOMAINS:
+        attrs["relu"] = 1
+        out_name = relu.output[0]
+        removed.append(relu)
+    # The pass-through chain is replayed on the float input.
+    new_nodes: list[onnx.NodeProto] = []
+    src = x_float
+    for c in chain:
+        nc = onnx.NodeProto()
+        nc.CopyFrom(c)
+        nc.name = f"{c.name or c.output[0]}__int_{name}"
+        nc.input[0] = src
+        nc.output[0] = f"{c.output[0]}__int_{name}"
+        src = nc.output[0]
+        new_nodes.append(nc)
+    base = f"{name}__int"
+    s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
+    b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
+    wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
+    if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
+        act_attrs = {key: v for key, v in act.items()}
+        codes = f"{base}_codes"
+        new_nodes.append(helper.make_node("QuantCodes", [src], [codes], name=f"{name}_codes", domain=DOMAIN,
+                                          **act_attrs))  # fmt: skip
+        if op == "Conv":
+            wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.float32)), f"{base}_Wf")
+            conv_attrs = {key: v for key, v in attrs.items() if key in ("strides", "pads", "dilations", "group",
+                                                                        "kernel_shape")}  # fmt: skip
+            new_nodes.append(helper.make_node("Conv", [codes, wf.name], [f"{base}_acc"], name=f"{name}_sum",
+                                              **conv_attrs))  # fmt: skip
+            axis = 1
+        else:
+            wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.T.astype(np.float32)), f"{base}_Wf")
+            new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=f"{name}_sum"))
+            axis = -1
+        new_nodes.append(
+            helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [out_name], name=f"{name}_rescale",
+                             domain=DOMAIN, axis=axis, relu=int(attrs.get("relu", 0))),
+        )  # fmt: skip
+        return _Lowered(node, new_nodes, [wf, s_init, b_init], removed)
+    if not np.all((w_codes >= -128) & (w_codes <= 127)):
+        raise _SkipError("the weight codes (q - zero point) do not fit in int8 (and float32 sums would not be exact)")
+    inits = [numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"), s_init, b_init]
+    qop = "QConv" if op == "Conv" else "QGemm"
+    new_nodes.append(
+        helper.make_node(
+            qop, [src, *(t.name for t in inits)], [out_name], name=f"{name}_integer", domain=DOMAIN, **attrs
+        )
+    )
+    return _Lowered(node, new_nodes, inits, removed)
+
+
+def _evaluate_default(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
+    from ortquant.transforms.fold_weight_quantizers import evaluate_nodes
+
+    return evaluate_nodes(model, nodes)
+
+
+def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
+    g = _Graph(model)
+    backend = integer_backend()
+    decisions: list[LayerDecision] = []
+    lowered: list[_Lowered] = []
+    for node in model.graph.node:
+        if node.domain not in STANDARD_DOMAINS or node.op_type not in LAYER_OPS:
+            continue
+        name = node.name or node.output[0]
+        try:
+            low = _lower(g, node, _evaluate_default, backend)
+        except _SkipError as e:
+            decisions.append(LayerDecision(name, node.op_type, False, str(e)))
+            continue
+        lowered.append(low)
+        folded = [n.op_type for n in low.removed[1:]]
+        extra = f" (+ {' + '.join(folded)} folded)" if folded else ""
+        last = low.new_nodes[-1].op_type
+        kind = (
+            f"{last} (int8 engine)"
+            if last != "Rescale"
+            else f"{low.new_nodes[-2].op_type} on integer values (float-exact)"
+        )
+        decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}"))
+    return decisions, lowered
+
+
+def integer_plan(model: onnx.ModelProto) -> list[LayerDecision]:
+    """Per Conv / MatMul / Gemm node of the top-level graph: integer or float path, and why."""
+    return _plan(model)[0]
+
+
+def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Lower every quantized layer integer mode covers (see the module doc); ``model`` itself when none."""
+    _decisions, lowered = _plan(model)
+    if not lowered:
+        return model
+    out = copy_model(model)
+    replace = {id_(low.node): low for low in lowered}
+    removed = {id_(n) for low in lowered for n in low.removed}
+    nodes: list[onnx.NodeProto] = []
+    for n in out.graph.node:
+        key = id_(n)
+        if key in replace:
+            nodes.extend(replace[key].new_nodes)
+        elif key not in removed:
+            nodes.append(n)
+    # Quantizers and pass-through nodes nobody reads any more go (only those: other dead nodes are not ours).
+    outputs = {o.name for o in out.graph.output}
+    while True:
+        used = {i for n in nodes for i in n.input} | outputs
+        dead = [
+            n
+            for n in nodes
+            if not any(o in used for o in n.output)
+            and (
+                _is_qonnx(n, (*_QUANT, "BipolarQuant")) or (n.domain in STANDARD_DOMAINS and n.op_type in _PASS_THROUGH)
+            )
+        ]
+        if not dead:
+            break
+        dead_ids = {id(n) for n in dead}
+        nodes = [n for n in nodes if id(n) not in dead_ids]
+    del out.graph.node[:]
+    out.graph.node.extend(nodes)
+    out.graph.initializer.extend(t for low in lowered for t in low.initializers)
+    used = {i for n in nodes for i in n.input} | outputs
+    from ortquant.transforms._util import all_nodes
+
+    used |= {i for n in all_nodes(out.graph) for i in n.input}
+    keep = [t for t in out.graph.initializer if t.name in used]
+    del out.graph.initializer[:]
+    out.graph.initializer.extend(keep)
+    produced = {o for n in nodes for o in n.output}
+    vis = [v for v in out.graph.value_info if v.name in produced]
+    del out.graph.value_info[:]
+    out.graph.value_info.extend(vis)
+    if not any(i.domain == DOMAIN for i in out.opset_import):
+        out.opset_import.append(helper.make_opsetid(DOMAIN, 1))
+    return out
+
+
+def id_(node: onnx.NodeProto) -> tuple[str, ...]:
+    """A node's identity across a model copy: its op type and outputs (unique in a valid graph)."""
+    return (node.op_type, *node.output)

@@ -1,0 +1,166 @@
+"""Integer mode on the Brevitas models in models/: which layers it lowers, and how far its outputs are from qonnx's
+float execution over 1,000 random inputs (docs/ops.md "Integer mode" has the figures).
+
+qonnx's float execution is ortquant's ``exact=True`` session here: tests/models/test_brevitas_models.py checks that
+it reproduces qonnx 1.0.0's stored outputs, and it runs 1,000 inputs in a second where qonnx's executor takes
+minutes. The difference is measured in units of the last quantizer's step: the scale s_act of the activation
+quantizer that feeds the output layer (one code of it). Where no hidden quantizer changes a level, the difference
+is float rounding (a tiny fraction of a step); where the float path's rounding moves a hidden activation across a
+quantization boundary, the output moves by a few steps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+import ortquant
+from ortquant.transforms.lower_integer import integer_backend, integer_plan, lower_integer
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+N_INPUTS = 1000
+
+# name -> (layers on the integer path, of all layers; bound on max |diff| in output steps; min argmax agreement)
+# (measured on an AVX2 host, 1,000 inputs: max 0.33 steps (resnet_mini), argmax agreement 1.0 everywhere; the
+# bounds leave room for another CPU's float summation order. cnn_w4a4's head stays float: no step, absolute bound.)
+EXPECT = {
+    "cnn4c2f_w4a4": (6, 6, 1.0, 0.99),
+    "resnet_mini_w6a6": (9, 9, 1.0, 0.99),
+    "mixed_bits": (6, 6, 1.0, 0.99),
+    "cnn_w4a4": (3, 4, None, 0.99),
+    "int8_resblock": (2, 3, 1.0, 0.99),
+    "binary_mlp": (2, 2, 1e-5, 1.0),
+}
+
+
+def _session(model: onnx.ModelProto, **kw: bool) -> ort.InferenceSession:
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    return ortquant.InferenceSession(model, sess_options=so, **kw)
+
+
+def _output_steps(lowered: onnx.ModelProto) -> tuple[float, np.ndarray] | None:
+    """(s_act, S[j]) of the integer op that writes the graph output, when one does: the step of the last
+    activation quantizer and the value of one accumulator unit per output."""
+    out = lowered.graph.output[0].name
+    node = next((n for n in lowered.graph.node if out in n.output), None)
+    if node is None or node.domain != "ortquant.integer":
+        return None
+    inits = {t.name: t for t in lowered.graph.initializer}
+    producer = {o: n for n in lowered.graph.node for o in n.output}
+    if node.op_type == "Rescale":  # float-exact backend: QuantCodes -> Conv/MatMul -> Rescale(acc, S, B)
+        s_name, node = node.input[1], producer[producer[node.input[0]].input[0]]
+    else:
+        s_name = node.input[2]
+    act = next(a.f for a in node.attribute if a.name == "act_scale")
+    return float(act), numpy_helper.to_array(inits[s_name])
+
+
+def measure(name: str, n: int = N_INPUTS, seed: int = 0) -> dict[str, float]:
+    """Max |integer - float| (absolute and in output steps) and argmax agreement over n random inputs."""
+    model = onnx.load(str(MODELS / f"{name}.onnx"))
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim[1:]]
+    x = np.random.default_rng(seed).standard_normal((n, *shape)).astype(np.float32)
+    iname = model.graph.input[0].name
+    ref = _session(model, exact=True).run(None, {iname: x})[0]
+    got = _session(model, integer=True).run(None, {iname: x})[0]
+    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    steps = _output_steps(lower_integer(model))
+    act_steps = float(diff.max() / steps[0]) if steps is not None else float("nan")
+    acc_units = float(np.max(diff / steps[1].reshape(1, -1))) if steps is not None else float("nan")
+    if name == "binary_mlp":  # two classes can tie exactly (+-1 x +-0.1 sums): compare the rows as sets
+        agree = float(np.mean(np.all(np.isclose(got, ref, rtol=0, atol=1e-6), axis=1)))
+    else:
+        agree = float(np.mean(np.argmax(got, axis=1) == np.argmax(ref, axis=1)))
+    return {
+        "max_abs": float(diff.max()),
+        "max_steps": act_steps,
+        "max_acc_units": acc_units,
+        "argmax": agree,
+        "out_range": float(np.abs(ref).max()),
+    }
+
+
+@pytest.mark.parametrize("name", list(EXPECT))
+def test_integer_mode_against_float_execution(name: str) -> None:
+    n_int, n_all, max_steps, min_agree = EXPECT[name]
+    if name == "int8_resblock" and integer_backend() == "float":
+        n_int = 3  # its shifted-uint8 weight codes (|q - z| up to 130) only fit the float-exact backend
+    plan = integer_plan(onnx.load(str(MODELS / f"{name}.onnx")))
+    assert (sum(d.integer for d in plan), len(plan)) == (n_int, n_all), plan
+    m = measure(name)
+    assert m["argmax"] >= min_agree, m
+    if max_steps is not None:
+        assert m["max_steps"] <= max_steps, m
+    else:
+        assert m["max_abs"] <= 0.02 * m["out_range"], m
+
+
+@pytest.mark.parametrize("name", list(EXPECT))
+def test_engine_and_float_exact_backends_give_the_same_bits(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two backends of integer mode compute the same exact sums and the same rescale: identical outputs."""
+    model = onnx.load(str(MODELS / f"{name}.onnx"))
+    x = np.load(MODELS / f"{name}.npz")["input_b4"]
+    iname = model.graph.input[0].name
+    outs, lowered = {}, {}
+    for backend in ("engine", "float"):
+        monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", backend)
+        outs[backend] = _session(model, integer=True).run(None, {iname: x})[0]
+        lowered[backend] = sum(d.integer for d in integer_plan(model))
+    if lowered["engine"] == lowered["float"]:
+        np.testing.assert_array_equal(outs["engine"].view(np.uint32), outs["float"].view(np.uint32))
+    else:  # int8_resblock: a layer whose weight codes exceed int8 is integer only on the float-exact backend
+        assert name == "int8_resblock" and lowered == {"engine": 2, "float": 3}
+        np.testing.assert_allclose(outs["engine"], outs["float"], rtol=0, atol=1e-2 * np.abs(outs["float"]).max())
+
+
+def test_stored_inputs_and_threads() -> None:
+    """The stored batch-4 input: one and two intra-op threads give the same bits in integer mode."""
+    model = onnx.load(str(MODELS / "cnn4c2f_w4a4.onnx"))
+    x = np.load(MODELS / "cnn4c2f_w4a4.npz")["input_b4"]
+    outs = []
+    for threads in (1, 2):
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        sess = ortquant.InferenceSession(model, sess_options=so, integer=True)
+        outs.append(sess.run(None, {"global_in": x})[0])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+if __name__ == "__main__":  # prints the figures of docs/ops.md
+    for model_name in EXPECT:
+        print(model_name, measure(model_name))
+
+
+_ISA_SCRIPT = """
+import sys, numpy as np, onnx, onnxruntime as ort, ortquant
+model = onnx.load(sys.argv[1])
+x = np.load(sys.argv[2])["input_b4"]
+so = ort.SessionOptions()
+so.intra_op_num_threads = 1
+y = ortquant.InferenceSession(model, sess_options=so, integer=True).run(None, {model.graph.input[0].name: x})[0]
+np.save(sys.argv[3], y)
+"""
+
+
+@pytest.mark.parametrize("backend", ["engine", "float"])
+def test_same_bits_on_every_isa_through_onnxruntime(backend: str, tmp_path: Path) -> None:
+    """ORTQUANT_ISA=scalar / avx2 / avx512 (each lowered to what the CPU has) in fresh processes: identical bits."""
+    import os
+    import subprocess
+    import sys
+
+    outs = []
+    for isa in ("scalar", "avx2", "avx512"):
+        env = {**os.environ, "ORTQUANT_ISA": isa, "ORTQUANT_INTEGER_BACKEND": backend}
+        out = tmp_path / f"{isa}.npy"
+        args = [str(MODELS / "mixed_bits.onnx"), str(MODELS / "mixed_bits.npz"), str(out)]
+        subprocess.run([sys.executable, "-c", _ISA_SCRIPT, *args], env=env, check=True)
+        outs.append(np.load(out))
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.view(np.uint32), outs[0].view(np.uint32))

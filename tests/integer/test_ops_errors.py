@@ -1,0 +1,82 @@
+"""The ortquant.integer ops on malformed nodes: an onnxruntime error naming the node and the problem, never a crash;
+and each op through onnxruntime against the numpy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import ORT_ERRORS, make_node_model, run_model
+from ortquant.reference import integer as ref
+
+D = "ortquant.integer"
+ACT = {"act_scale": 0.05, "act_bits": 4, "act_signed": 0}
+
+
+def _conv_inputs(rng: np.random.Generator, m: int = 4) -> list[np.ndarray]:
+    return [
+        rng.standard_normal((1, 3, 6, 6)).astype(np.float32),
+        rng.integers(-7, 8, (m, 3, 3, 3)).astype(np.int8),
+        np.full(m, 1e-3),
+        np.zeros(m),
+    ]
+
+
+def test_qconv_through_onnxruntime_matches_reference():
+    ins = _conv_inputs(np.random.default_rng(0))
+    model, feeds = make_node_model("QConv", D, ins, const=[False, True, True, True], attrs={**ACT, "pads": [1] * 4})
+    (y,) = run_model(model, feeds)
+    want = ref.qconv(*ins, pads=(1, 1, 1, 1), scale=0.05, bits=4, signed=False)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
+def test_quant_codes_and_rescale_through_onnxruntime():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((2, 3, 5)) * 0.5).astype(np.float32)
+    model, feeds = make_node_model("QuantCodes", D, [x], attrs=ACT)
+    (codes,) = run_model(model, feeds)
+    np.testing.assert_array_equal(codes, ref.act_codes(x, 0.05, bits=4, signed=False).astype(np.float32))
+    acc = rng.integers(-1000, 1000, (2, 3, 5)).astype(np.float32)
+    s, b = rng.random(3) * 1e-3, rng.standard_normal(3)
+    model, feeds = make_node_model("Rescale", D, [acc, s, b], const=[False, True, True], attrs={"axis": 1, "relu": 1})
+    (y,) = run_model(model, feeds)
+    np.testing.assert_array_equal(y, ref.rescale(acc.astype(np.int64), s, b, 1, relu=True))
+
+
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        ({"attrs": {"act_bits": 9}}, "bit width must be 1 .. 8"),
+        ({"attrs": {"act_scale": -1.0}}, "scale must be finite and positive"),
+        ({"attrs": {"act_rounding_mode": "NEAREST"}}, "unknown rounding mode"),
+        ({"attrs": {"group": 2}}, "group"),
+        ({"s_len": 3}, "one per output channel"),
+        ({"w_runtime": True}, "must be a constant initializer"),
+        ({"attrs": {"kernel_shape": [2, 2]}}, "kernel_shape"),
+    ],
+)
+def test_malformed_qconv_is_an_error_naming_the_node(change, message):
+    ins = _conv_inputs(np.random.default_rng(2))
+    if "s_len" in change:
+        ins[2] = np.ones(change["s_len"])
+    const = [False, not change.get("w_runtime", False), True, True]
+    model, feeds = make_node_model("QConv", D, ins, const=const, attrs={**ACT, **change.get("attrs", {})})
+    with pytest.raises(ORT_ERRORS, match=message) as e:
+        run_model(model, feeds)
+    assert "qconv_node" in str(e.value)
+
+
+def test_qconv_input_channel_mismatch_is_a_run_time_error():
+    ins = _conv_inputs(np.random.default_rng(3))
+    ins[0] = np.zeros((1, 5, 6, 6), np.float32)
+    model, feeds = make_node_model("QConv", D, ins, const=[False, True, True, True], attrs=ACT)
+    with pytest.raises(ORT_ERRORS, match="qconv_node"):
+        run_model(model, feeds)
+
+
+def test_qgemm_feature_mismatch_is_an_error():
+    w = np.zeros((4, 8), np.int8)
+    ins = [np.zeros((2, 7), np.float32), w, np.ones(4), np.zeros(4)]
+    model, feeds = make_node_model("QGemm", D, ins, const=[False, True, True, True], attrs=ACT)
+    with pytest.raises(ORT_ERRORS, match="7 features"):
+        run_model(model, feeds)

@@ -1,0 +1,174 @@
+"""Integer-mode layers (ortquant.integer QConv / QGemm) against the numpy reference, bit for bit, on every ISA path.
+
+The contract (docs/ops.md "Integer mode"): activation codes exactly as QONNX Quant computes q - zeropt, the sum
+exact, the output float32(float64(acc) * S[j] + B[j]). The reference computes the sum in int64 with numpy and the
+rescale with numpy float64, independently of the C++.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from conftest import SPECIAL_F32
+from ortquant import kernels
+from ortquant.reference import integer as ref
+from ortquant.reference.qonnx import ROUNDING_MODES
+
+ISAS = ["scalar", "avx2", "avx512"]
+GEMM_KERNELS = ["scalar", "avx2", "avxvnni", "avx512vnni"]
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    kernels.set_isa(request.param)
+    yield request.param
+    kernels.set_isa("")
+
+
+def _acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    """Activations over the whole quantizer range and beyond, with exact ties and special values."""
+    x = (rng.standard_normal(shape) * 60 * scale).astype(np.float32)
+    flat = x.reshape(-1)
+    n = min(flat.size // 4, 40)
+    flat[:n] = ((np.arange(n) - n // 2) + 0.5).astype(np.float32) * np.float32(scale)  # ties
+    specials = SPECIAL_F32[np.isfinite(SPECIAL_F32)]
+    flat[n : n + specials.size] = specials
+    return x
+
+
+ACT_CASES = [
+    # bits, signed, narrow, zeropt
+    (8, True, False, 0.0),
+    (8, True, True, 0.0),
+    (8, False, False, 0.0),  # codes 0..255: offset 128
+    (8, False, False, 130.0),  # asymmetric, codes -130..125: offset
+    (4, False, False, 0.0),
+    (4, True, True, 0.0),
+    (2, True, False, -1.0),
+    (3, False, True, 2.0),
+    (1, False, False, 0.0),
+    (1, True, False, 0.0),  # signed 1-bit: bipolar case of Quant
+]
+
+
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+@pytest.mark.parametrize("bits,signed,narrow,zeropt", ACT_CASES)
+def test_codes_match_quant_formula(isa, mode, bits, signed, narrow, zeropt):
+    rng = np.random.default_rng(bits * 31 + len(mode))
+    scale = 0.0625 if bits % 2 else 0.0371
+    x = _acts(rng, (3, 97), scale)
+    act = {"scale": scale, "zeropt": zeropt, "bits": bits, "signed": signed, "narrow": narrow, "rounding_mode": mode}
+    codes, offset = kernels.integer_codes(x, **act)
+    want = ref.act_codes(x, **act)
+    np.testing.assert_array_equal(codes.astype(np.int64) + offset, want)
+
+
+def test_nan_quantizes_to_zero_and_bipolar_sign():
+    x = np.array([np.nan, 0.0, -0.0, -1e-30, 3.0, -np.inf, np.inf], dtype=np.float32)
+    codes, off = kernels.integer_codes(x, scale=0.5, zeropt=0.0, bits=4, signed=False)
+    assert off == 0
+    np.testing.assert_array_equal(codes, [0, 0, 0, 0, 6, 0, 15])
+    codes, _ = kernels.integer_codes(x, scale=0.5, bipolar=True)
+    np.testing.assert_array_equal(codes, [-1, 1, 1, -1, 1, -1, 1])  # x / s >= 0 (NaN compares false)
+
+
+def _channel_params(rng: np.random.Generator, n: int, act_scale: float) -> tuple[np.ndarray, np.ndarray]:
+    w_scale = (0.001 + rng.random(n) * 0.02).astype(np.float32)
+    s = np.float64(np.float32(act_scale)) * w_scale.astype(np.float64)
+    b = rng.standard_normal(n) * 0.3
+    return s, b
+
+
+LAYER_ACTS = [
+    {"bits": 4, "signed": False},
+    {"bits": 8, "signed": False},  # offset 128 (and explicit padding in the convolution)
+    {"bits": 8, "signed": True, "narrow": True, "rounding_mode": "HALF_UP"},
+    {"bits": 6, "signed": False, "zeropt": 17.0, "rounding_mode": "FLOOR"},
+    {"bipolar": True},
+]
+
+
+@pytest.mark.parametrize("act", LAYER_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+def test_qgemm_matches_reference_bitwise(isa, act, kernel):
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(7)
+    rows, k, n = 5, 300, 70
+    act = {"scale": 0.043, **act}
+    x = _acts(rng, (rows, k), 0.043)
+    w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    s, b = _channel_params(rng, n, 0.043)
+    got = kernels.qgemm(x, w, s, b, kernel=kernel, relu=kernel == "scalar", **act)
+    want = ref.qgemm(x, w, s, b, relu=kernel == "scalar", **act)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+CONV_CASES = [
+    # (n, c, h, w), (m, kh, kw), strides, pads, dilations, group
+    ((2, 3, 11, 9), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 16, 12, 12), (32, 3, 3), (2, 2), (1, 0, 2, 1), (1, 1), 1),
+    ((1, 8, 10, 10), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8),  # depthwise
+    ((1, 8, 9, 9), (4, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 2),
+    ((1, 4, 13, 13), (6, 3, 3), (1, 2), (2, 2, 2, 2), (2, 2), 1),
+]
+
+
+@pytest.mark.parametrize("act", LAYER_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+@pytest.mark.parametrize("relu", [False, True])
+def test_qconv_matches_reference_bitwise(isa, act, case, relu):
+    xs, (m, kh, kw), st, pa, di, group = CONV_CASES[case]
+    rng = np.random.default_rng(case)
+    act = {"scale": 0.021, **act}
+    x = _acts(rng, xs, 0.021)
+    w = rng.integers(-128, 128, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s, b = _channel_params(rng, m, 0.021)
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_every_isa_gives_the_same_bits():
+    rng = np.random.default_rng(11)
+    x = _acts(rng, (2, 16, 14, 14), 0.05)
+    w = rng.integers(-8, 8, (24, 16, 3, 3)).astype(np.int8)
+    s, b = _channel_params(rng, 24, 0.05)
+    outs = []
+    for isa_name, kernel in itertools.product(ISAS, ["auto", "scalar"]):
+        kernels.set_isa(isa_name)
+        try:
+            outs.append(kernels.qconv(x, w, s, b, pads=(1, 1, 1, 1), kernel=kernel, scale=0.05, bits=4, signed=False))
+        finally:
+            kernels.set_isa("")
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o.view(np.uint32), outs[0].view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "act,msg",
+    [
+        ({"scale": 0.0}, "scale must be finite and positive"),
+        ({"scale": float("nan")}, "scale must be finite and positive"),
+        ({"scale": 1.0, "bits": 9}, "bit width must be 1 .. 8"),
+        ({"scale": 1.0, "zeropt": 0.5}, "zero point must be an integer"),
+        ({"scale": 1.0, "bits": 1, "signed": True, "zeropt": 1.0}, "zero point 0"),
+    ],
+)
+def test_bad_activation_quantizers_raise(act, msg):
+    with pytest.raises(ValueError, match=msg):
+        kernels.integer_codes(np.zeros(3, np.float32), **act)
+
+
+def test_bad_channel_params_raise():
+    w = np.zeros((4, 8), np.int8)
+    with pytest.raises(ValueError, match="4 values"):
+        kernels.qgemm(np.zeros((1, 8), np.float32), w, np.ones(3), np.zeros(4), scale=1.0)
+    with pytest.raises(ValueError, match="finite"):
+        kernels.qgemm(np.zeros((1, 8), np.float32), w, np.array([1, 1, np.inf, 1.0]), np.zeros(4), scale=1.0)

@@ -1,0 +1,112 @@
+"""fold_weight_quantizers: constant-input QONNX quantizers become initializers holding exactly the op's output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortquant
+from ortquant import kernels
+from ortquant.reference import qonnx as ref
+from ortquant.transforms import PrepareOptions, apply_pipeline
+from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers, foldable_nodes
+
+MODELS = Path(__file__).resolve().parents[2] / "models"
+Q = "qonnx.custom_op.general"
+
+
+def _weight_quant_model(rounding: str = "ROUND", signed: int = 1, narrow: int = 1) -> onnx.ModelProto:
+    """x [2, 8] -> MatMul with a Quant'd constant weight [8, 4] (per-column scale), and a BipolarQuant'd one."""
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal((8, 4)).astype(np.float32)
+    s = (0.05 + rng.random((1, 4))).astype(np.float32) / 7
+    inits = [
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(s, "ws"),
+        numpy_helper.from_array(np.float32(0), "wz"),
+        numpy_helper.from_array(np.float32(4), "wb"),
+        numpy_helper.from_array(rng.standard_normal((4, 3)).astype(np.float32), "v"),
+        numpy_helper.from_array(np.float32(0.25), "vs"),
+    ]
+    nodes = [
+        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="qw", domain=Q, rounding_mode=rounding,
+                         signed=signed, narrow=narrow),
+        helper.make_node("BipolarQuant", ["v", "vs"], ["vq"], name="bq", domain=Q),
+        helper.make_node("MatMul", ["x", "wq"], ["h"], name="mm"),
+        helper.make_node("MatMul", ["h", "vq"], ["y"], name="mm2"),
+    ]  # fmt: skip
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("rounding", ["ROUND", "FLOOR", "HALF_UP"])
+def test_folded_initializers_equal_the_ops_output(rounding: str) -> None:
+    m = _weight_quant_model(rounding)
+    out = fold_weight_quantizers(m)
+    assert out is not m
+    assert [n.op_type for n in out.graph.node] == ["MatMul", "MatMul"]
+    inits = {t.name: numpy_helper.to_array(t) for t in out.graph.initializer}
+    assert "w" not in inits and "ws" not in inits  # parameters only the quantizer read are dropped
+    src = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    want_w = kernels.quant(src["w"], src["ws"], src["wz"], src["wb"], True, True, rounding)
+    assert np.array_equal(inits["wq"].view(np.uint32), want_w.view(np.uint32))
+    # and the independent numpy reference of the op agrees
+    ref_w = ref.quant(src["w"], src["ws"], src["wz"], src["wb"], signed=True, narrow=True, rounding_mode=rounding)
+    assert np.array_equal(inits["wq"], ref_w)
+    assert np.array_equal(inits["vq"], kernels.bipolar_quant(src["v"], src["vs"]))
+    assert inits["wq"].dtype == np.float32
+
+
+def test_folded_model_runs_and_matches_unfolded() -> None:
+    m = _weight_quant_model()
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
+    b = ortquant.InferenceSession(m).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(a, b)  # MatMul sums in the same order either way
+
+
+def test_exact_keeps_the_quantizers_and_default_folds() -> None:
+    m = _weight_quant_model()
+    out, changed = apply_pipeline(m, PrepareOptions(exact=True))
+    assert out is m and "fold_weight_quantizers" not in changed
+    out, changed = apply_pipeline(m, PrepareOptions())
+    assert "fold_weight_quantizers" in changed
+    assert not any(n.op_type in ("Quant", "BipolarQuant") for n in out.graph.node)
+
+
+def test_activation_quantizers_and_overridable_initializers_stay() -> None:
+    m = _weight_quant_model()
+    # an initializer that is also a graph input can be fed per run: not constant
+    m.graph.input.append(helper.make_tensor_value_info("ws", TensorProto.FLOAT, [1, 4]))
+    assert [n.name for n in foldable_nodes(m)] == ["bq"]
+
+
+def test_nothing_to_fold_returns_the_input() -> None:
+    m = _weight_quant_model()
+    del m.graph.node[:2]
+    m.graph.node[0].input[1] = "w"
+    m.graph.node[1].input[1] = "v"
+    assert fold_weight_quantizers(m) is m
+
+
+def test_brevitas_cnn_default_mode_matches_exact_closely() -> None:
+    m = onnx.load(str(MODELS / "cnn_w4a4.onnx"))
+    folded = fold_weight_quantizers(m)
+    assert sum(n.op_type == "Quant" for n in m.graph.node) - sum(n.op_type == "Quant" for n in folded.graph.node) == 4
+    data = np.load(MODELS / "cnn_w4a4.npz")
+    x = data["input_b4"]
+    exact = ortquant.InferenceSession(m, exact=True).run(None, {"global_in": x})[0]
+    np.testing.assert_array_equal(exact, data["output_b4"])
+    fast = ortquant.InferenceSession(m).run(None, {"global_in": x})[0]
+    # The float convolution may sum in another order once its weights are pre-packed: a few float32 ulps at most
+    # (an activation quantizer can flip a step in rare ties; none on these inputs).
+    np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-5)

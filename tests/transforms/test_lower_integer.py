@@ -1,0 +1,244 @@
+"""lower_integer (integer mode): which layers are lowered, why others are not, and that a lowered layer computes
+exactly the contract of docs/ops.md "Integer mode" (checked against an independent numpy computation from the
+original QONNX parameters)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortquant
+from ortquant.reference import integer as iref
+from ortquant.reference import qonnx as qref
+from ortquant.transforms import PrepareOptions, apply_pipeline
+from ortquant.transforms.lower_integer import integer_plan, lower_integer
+
+Q = "qonnx.custom_op.general"
+
+
+@pytest.fixture(params=["engine", "float"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
+    return request.param
+
+
+@pytest.fixture
+def engine(monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+
+
+def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
+
+
+def _quant(x: str, out: str, s: str, z: str, b: str, **attrs: object) -> onnx.NodeProto:
+    return helper.make_node("Quant", [x, s, z, b], [out], name=f"q_{out}", domain=Q, **attrs)
+
+
+def _conv_model(
+    act_bits: float = 4.0, act_signed: int = 0, act_zeropt: float = 0.0, rounding: str = "ROUND", bn: bool = True,
+    extra_consumer: bool = False,
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:  # fmt: skip
+    """x -> Quant(act) -> Conv(3x3, pad 1, stride 2) <- Quant(W, per-channel, 5-bit narrow) [-> BN] -> Relu."""
+    rng = np.random.default_rng(5)
+    p = {
+        "w": rng.standard_normal((6, 4, 3, 3)).astype(np.float32) * 0.2,
+        "ws": (0.01 + rng.random((6, 1, 1, 1)) * 0.05).astype(np.float32),
+        "wz": np.float32(0),
+        "wb": np.float32(5),
+        "as": np.float32(0.07),
+        "az": np.float32(act_zeropt),
+        "ab": np.float32(act_bits),
+        "cb": rng.standard_normal(6).astype(np.float32) * 0.1,
+        "gamma": (0.5 + rng.random(6)).astype(np.float32),
+        "beta": rng.standard_normal(6).astype(np.float32) * 0.2,
+        "mean": rng.standard_normal(6).astype(np.float32) * 0.1,
+        "var": (0.5 + rng.random(6)).astype(np.float32),
+    }
+    nodes = [
+        _quant("x", "xq", "as", "az", "ab", signed=act_signed, narrow=0, rounding_mode=rounding),
+        _quant("w", "wq", "ws", "wz", "wb", signed=1, narrow=1, rounding_mode="ROUND"),
+        helper.make_node("Conv", ["xq", "wq", "cb"], ["c"], name="conv", pads=[1, 1, 1, 1], strides=[2, 2],
+                         kernel_shape=[3, 3]),
+    ]  # fmt: skip
+    last = "c"
+    if bn:
+        nodes.append(
+            helper.make_node(
+                "BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["bn"], name="bn", epsilon=1e-3
+            )
+        )
+        last = "bn"
+    nodes.append(helper.make_node("Relu", [last], ["y"], name="relu"))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])]
+    if extra_consumer:  # the activation quantizer's output is also read elsewhere (a residual branch)
+        nodes.append(helper.make_node("ReduceSum", ["xq"], ["r"], name="other", keepdims=0))
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4, 9, 9])], outputs,
+        initializer=[_init(k, v) for k, v in p.items()],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m, p
+
+
+def _expected_conv(p: dict[str, np.ndarray], x: np.ndarray, bn: bool, **act: object) -> np.ndarray:
+    """The contract computed from the QONNX parameters, independently of the transform."""
+    wy = qref.quant(p["w"], p["ws"], p["wz"], p["wb"], signed=True, narrow=True, rounding_mode="ROUND")
+    codes = np.rint(wy.astype(np.float64) / p["ws"].astype(np.float64)).astype(np.int64)
+    s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64)
+    b = p["cb"].astype(np.float64)
+    if bn:
+        g = p["gamma"].astype(np.float64) / np.sqrt(p["var"].astype(np.float64) + np.float64(np.float32(1e-3)))
+        s, b = s * g, (b - p["mean"].astype(np.float64)) * g + p["beta"].astype(np.float64)
+    return iref.qconv(x, codes, s, b, strides=(2, 2), pads=(1, 1, 1, 1), relu=True, scale=float(p["as"]), **act)
+
+
+@pytest.mark.parametrize(
+    "bits,signed,zeropt,rounding",
+    [(4, 0, 0.0, "ROUND"), (8, 0, 0.0, "HALF_UP"), (8, 1, 0.0, "FLOOR"), (6, 0, 9.0, "ROUND"), (2, 1, 0.0, "CEIL")],
+)
+@pytest.mark.parametrize("bn", [True, False])
+def test_conv_layer_follows_the_contract(backend, bits, signed, zeropt, rounding, bn):
+    m, p = _conv_model(bits, signed, zeropt, rounding, bn)
+    lowered = lower_integer(m)
+    ops = [n.op_type for n in lowered.graph.node]
+    # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact)
+    assert ops == (["QConv"] if backend == "engine" else ["QuantCodes", "Conv", "Rescale"]), ops
+    x = (np.random.default_rng(1).standard_normal((3, 4, 9, 9)) * 0.5).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    act = {"zeropt": zeropt, "bits": bits, "signed": bool(signed), "rounding_mode": rounding}
+    want = _expected_conv(p, x, bn, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    # and it is close to the float path (the same quantized network, float32 arithmetic)
+    ref_float = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref_float, rtol=1e-5, atol=1e-5)
+
+
+def test_shared_activation_quantizer_stays_for_its_other_reader(engine):
+    m, _ = _conv_model(extra_consumer=True)
+    out = lower_integer(m)
+    assert [n.op_type for n in out.graph.node] == ["Quant", "QConv", "ReduceSum"]
+    x = np.random.default_rng(2).standard_normal((1, 4, 9, 9)).astype(np.float32)
+    a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})
+    b = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def _gemm_model(act_from_input: bool = False, act_bits: float = 4.0, flatten: bool = True) -> onnx.ModelProto:
+    rng = np.random.default_rng(9)
+    inits = [
+        _init("w", rng.standard_normal((10, 48)) * 0.1),
+        _init("ws", (0.01 + rng.random((10, 1)) * 0.02)),
+        _init("wz", 0.0),
+        _init("wb", 4.0),
+        _init("as", 0.05),
+        _init("az", 0.0),
+        _init("ab", act_bits),
+        _init("gb", rng.standard_normal(10) * 0.1),
+    ]
+    nodes = [_quant("w", "wq", "ws", "wz", "wb", signed=1, narrow=1)]
+    src = "x"
+    if not act_from_input:
+        nodes.append(_quant("x", "xq", "as", "az", "ab", signed=1, narrow=0))
+        src = "xq"
+    if flatten:
+        nodes.append(helper.make_node("MaxPool", [src], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+        nodes.append(helper.make_node("Flatten", ["p"], ["f"], name="flat"))
+        src = "f"
+    nodes.append(helper.make_node("Gemm", [src, "wq", "gb"], ["y"], name="fc", transB=1))
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 10])], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m
+
+
+def test_gemm_through_maxpool_and_flatten(backend):
+    m = _gemm_model()
+    out = lower_integer(m)
+    tail = ["QGemm"] if backend == "engine" else ["QuantCodes", "MatMul", "Rescale"]
+    assert [n.op_type for n in out.graph.node] == ["MaxPool", "Flatten", *tail]
+    x = np.random.default_rng(3).standard_normal((5, 3, 8, 8)).astype(np.float32)
+    a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
+    b = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs,reason",
+    [
+        ({"act_from_input": True}, "graph input"),
+        ({"act_bits": 12.0}, "not an integer in 1..8"),
+        ({"act_bits": 4.5}, "not an integer in 1..8"),
+    ],
+)
+def test_float_path_reasons(kwargs, reason):
+    m = _gemm_model(**kwargs)
+    (d,) = integer_plan(m)
+    assert not d.integer and reason in d.reason, d
+    assert lower_integer(m) is m
+
+
+def test_unquantized_weight_stays_float():
+    m = _gemm_model()
+    m.graph.node[-1].input[1] = "w"  # a float weight, no quantizer
+    m.graph.node[-1].attribute[0].i = 1
+    (d,) = integer_plan(m)
+    assert not d.integer and "weight is not the output of a Quant" in d.reason
+
+
+def test_exact_and_integer_together_is_an_error():
+    with pytest.raises(ValueError, match="contradict"):
+        apply_pipeline(_gemm_model(), PrepareOptions(exact=True, integer=True))
+
+
+def test_integer_pipeline_reports_and_checks(backend):
+    m = _gemm_model()
+    out, changed = apply_pipeline(m, PrepareOptions(integer=True))
+    assert "lower_integer" in changed
+    onnx.checker.check_model(out)  # the integer ops have schemas
+    (d,) = integer_plan(m)
+    assert d.integer and d.reason == ("QGemm (int8 engine)" if backend == "engine" else
+                                      "MatMul on integer values (float-exact)")  # fmt: skip
+
+
+def test_float_backend_only_where_float32_sums_are_exact(monkeypatch):
+    """8-bit activations x 8-bit weights over K = 1100: 128 * 127 * 1100 > 2^24, so the engine runs it."""
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "float")
+    rng = np.random.default_rng(4)
+    inits = [
+        _init("w", rng.standard_normal((3, 1100))),
+        _init("ws", 0.01),
+        _init("wz", 0.0),
+        _init("wb", 8.0),
+        _init("as", 0.01),
+        _init("az", 0.0),
+        _init("ab", 8.0),
+    ]
+    nodes = [
+        _quant("w", "wq", "ws", "wz", "wb", signed=1, narrow=0),
+        _quant("x", "xq", "as", "az", "ab", signed=1, narrow=0),
+        helper.make_node("Gemm", ["xq", "wq"], ["y"], name="fc", transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1100])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    assert [n.op_type for n in lower_integer(m).graph.node] == ["QGemm"]
+    m.graph.initializer[0].CopyFrom(_init("w", rng.standard_normal((3, 1000)) * 0.01))  # |w| codes <= ~4: exact
+    m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1000
+    assert [n.op_type for n in lower_integer(m).graph.node] == ["QuantCodes", "MatMul", "Rescale"]
+
+
+def test_unknown_backend_is_an_error(monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "gpu")
+    with pytest.raises(ValueError, match="engine, float or auto"):
+        lower_integer(_gemm_model())

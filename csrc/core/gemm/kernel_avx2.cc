@@ -18,8 +18,13 @@ namespace {
 #define OQ_DECL(r) __m256i l##r = z, h##r = z;
 #define OQ_ROW(r)                                                                                     \
   if constexpr (MR > r) {                                                                             \
-    const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                        \
-    const __m256i av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4)); \
+    __m256i av;                                                                                       \
+    if constexpr (kW16) {                                                                             \
+      av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));                                                 \
+    } else {                                                                                          \
+      const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                      \
+      av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4));            \
+    }                                                                                                 \
     l##r = _mm256_add_epi32(l##r, _mm256_madd_epi16(b0, av));                                        \
     h##r = _mm256_add_epi32(h##r, _mm256_madd_epi16(b1, av));                                        \
   }
@@ -27,12 +32,20 @@ namespace {
 #define OQ_OUT(r) \
   if constexpr (MR > r) s[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(l##r, h##r), 0xD8);
 
-template <bool kCols, int MR>
+inline int64_t load_i64(const void* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// kW16 (cols only): the weights come pre-widened (t.a16), one vpbroadcastq per row and k-group.
+template <bool kCols, int MR, bool kW16 = false>
 void tile(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     OQ_ROWS(OQ_DECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
+    [[maybe_unused]] const int16_t* a16 = t.a16;
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
     for (int64_t g = 0; g < t.kgroups; ++g) {
       // 8 lanes x 4 k-bytes: lanes 0-3 and 4-7 widened to 16 int16 each.
@@ -42,6 +55,7 @@ void tile(const TileArgs& t) {
       const __m256i b1 = kCols ? _mm256_cvtepu8_epi16(braw1) : _mm256_cvtepi8_epi16(braw1);
       OQ_ROWS(OQ_ROW)
       a += kMR * 4;
+      if constexpr (kW16) a16 += kMR * 4;
       b += kPanel * 4;
     }
     __m256i s[MR];
@@ -59,6 +73,18 @@ void tile(const TileArgs& t) {
 template <bool kCols>
 void tile_any(const TileArgs& t) {
   static_assert(kMR == 6, "tile shapes below assume kMR == 6");
+  if constexpr (kCols) {
+    if (t.a16 != nullptr) {
+      switch (t.mr) {
+        case 1: tile<kCols, 1, true>(t); return;
+        case 2: tile<kCols, 2, true>(t); return;
+        case 3: tile<kCols, 3, true>(t); return;
+        case 4: tile<kCols, 4, true>(t); return;
+        case 5: tile<kCols, 5, true>(t); return;
+        default: tile<kCols, 6, true>(t); return;
+      }
+    }
+  }
   switch (t.mr) {
     case 1: tile<kCols, 1>(t); break;
     case 2: tile<kCols, 2>(t); break;

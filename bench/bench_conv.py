@@ -15,8 +15,9 @@ each figure is the median of the samples. GOPS = 2 * N * M * OH * OW * (C/group)
 Conv1dInt k5 256->256 at L=1000, pad 2) against QLinearConv u8 x s8, ortquant and the peer alternating, at the
 batch sizes of `--batch` (default 1,8). `--clock thread` measures the calling thread's CPU time instead of wall
 time: with one intra-op thread onnxruntime runs the node on the calling thread, so this is immune to the time
-slicing of a loaded machine (not to cache sharing); use it for 1-thread figures only. `--planes` adds a third side:
-ortquant with ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation.
+slicing of a loaded machine (not to cache sharing); use it for 1-thread figures only. Weights are in [-127, 127]
+(symmetric quantization; `--with-min` draws them from [-128, 127]). `--planes` adds a third side: ortquant with
+ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation.
 
     PYTHONPATH=python .venv/bin/python bench/bench_conv.py --goals [--batch 1,8] [--clock thread] [--samples N]
 """
@@ -110,7 +111,9 @@ def qlinear_conv(
     return _model([node], x, y, inits)
 
 
-def goals(samples: int, threads_list: list[int], batches: list[int], clock: str, planes: bool, only: str) -> int:
+def goals(
+    samples: int, threads_list: list[int], batches: list[int], clock: str, planes: bool, only: str, w127: bool
+) -> int:
     """The issue-11 goal layers: ortquant vs QLinearConv u8 x s8, time ratio ours / peer."""
     import statistics
     import time
@@ -137,7 +140,9 @@ def goals(samples: int, threads_list: list[int], batches: list[int], clock: str,
             macs = n * m * int(np.prod(osp)) * (c // group) * k**rank
             x = rng.integers(-128, 128, (n, c, *sp), dtype=np.int8)
             xu = (x.astype(np.int16) + 128).astype(np.uint8)
-            wt = rng.integers(-128, 128, (m, c // group, *([k] * rank)), dtype=np.int8)
+            # Symmetrically quantized weights, [-127, 127], as linger exports them (a -128 weight makes the AVX2
+            # GEMM fall back from its vpmaddubsw kernel to the widening one; see BENCHMARKS.md).
+            wt = rng.integers(-127 if w127 else -128, 128, (m, c // group, *([k] * rank)), dtype=np.int8)
             bias = rng.integers(-(2**14), 2**14, m).astype(np.int32)
             attrs = conv_attrs(k, stride, pad, group, rank)
             y8 = np.empty((n, m, *osp), np.int8)
@@ -182,11 +187,13 @@ def main() -> int:
     ap.add_argument("--clock", choices=["wall", "thread"], default="wall", help="timer of --goals")
     ap.add_argument("--planes", action="store_true", help="--goals: also the pre-issue-11 algorithms")
     ap.add_argument("--only", default="", help="--goals: only layers whose name contains this")
+    ap.add_argument("--with-min", action="store_true", help="--goals: weights in [-128, 127] instead of [-127, 127]")
     args = ap.parse_args()
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
     if args.goals:
-        return goals(samples, threads_list, [int(b) for b in args.batch.split(",")], args.clock, args.planes, args.only)
+        batches = [int(b) for b in args.batch.split(",")]
+        return goals(samples, threads_list, batches, args.clock, args.planes, args.only, not args.with_min)
     print(
         f"ortquant {ortquant.__version__}; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "
         f"median of {samples} samples; GOPS; ratio = ortquant GOPS / ORT GOPS"

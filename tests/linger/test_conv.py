@@ -114,6 +114,21 @@ def test_conv_algo_argument_is_checked(rng):
         _C.conv2d(int8_data(rng, (1, 2, 3, 3)), int8_data(rng, (2, 1, 1, 1)), group=2, algo="bogus")
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+def test_conv_core_weights_without_minus_128(kernel, case, rng):
+    # Symmetrically quantized weights ([-127, 127], as linger exports them) take the AVX2 vpmaddubsw kernel.
+    n, c, h, w, m, kh, kw, s, p, d, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = np.maximum(int8_data(rng, (m, c // g, kh, kw), extreme=0.3), -127).astype(np.int8)
+    b = rng.integers(-5000, 5000, m).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel)
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
+
+
 @pytest.mark.parametrize("domain", DOMAINS)
 @pytest.mark.parametrize("o_bits,scale_o", [(8, 16.0), (16, 4096.0), (32, 1.0), (4, 1.0), (None, None)])
 @pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[7], CASES[8]])

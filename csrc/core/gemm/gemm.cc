@@ -192,6 +192,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
     args.kgroups = kg;
     args.ep = &ep;
     args.ldc = ldc;
+    args.no_min = w.no_min;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
       args.b = source(q, mine);

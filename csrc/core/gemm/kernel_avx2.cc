@@ -65,6 +65,99 @@ void tile(const TileArgs& t) {
   }
 }
 
+// The same tile in two passes over the reduction, lanes 0-3 then 4-7, with the weights pre-widened (t.a16):
+// 6 accumulators + 2 operands per pass fit the 16 ymm registers, where the one-pass tile (12 accumulators, 2
+// panel vectors, the broadcast) spills accumulators to the stack on every k-group (a store-to-load chain).
+#define OQ_ROW1(acc, bv, r)                                                  \
+  if constexpr (MR > r) {                                                    \
+    const __m256i av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));            \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(bv, av));            \
+  }
+#define OQ_ROWL(r) OQ_ROW1(l, bl, r)
+#define OQ_ROWH(r) OQ_ROW1(h, bh, r)
+
+template <bool kCols, int MR>
+void tile_split(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    OQ_ROWS(OQ_DECL)
+    {
+      const int16_t* a16 = t.a16;
+      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+      for (int64_t g = 0; g < t.kgroups; ++g) {
+        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+        const __m256i bl = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
+        OQ_ROWS(OQ_ROWL)
+        a16 += kMR * 4;
+        b += kPanel * 4;
+      }
+    }
+    if (t.nr - c0 > 4) {
+      const int16_t* a16 = t.a16;
+      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4 + 16;
+      for (int64_t g = 0; g < t.kgroups; ++g) {
+        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+        const __m256i bh = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
+        OQ_ROWS(OQ_ROWH)
+        a16 += kMR * 4;
+        b += kPanel * 4;
+      }
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_OUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<kCols>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_ROW1
+#undef OQ_ROWL
+#undef OQ_ROWH
+
+// Cols orientation when no weight is -128 (PackedWeights::no_min): vpmaddubsw without saturation. With x the
+// activation (the panel byte ^ 0x80) and w the weight, x * w = |x| * (w * sign(x)); |x| <= 128 is a valid u8 and
+// w * sign(x) (vpsignb) stays in [-127, 127], so a vpmaddubsw pair sum is at most 2 * 128 * 127 = 32512 < 2^15:
+// exact. vpmaddwd with ones then adds the pairs into int32 (the 4 k-bytes of a lane). On this AVX2 core
+// vpmaddubsw and vpmaddwd issue on different pipes, where the widening kernel above sends all its work to
+// vpmaddwd's. The sums are exact (no +128 offset): each accumulator starts at the row's correction, which the
+// shared epilogue subtracts again.
+#define OQ_SROW(r)                                                                          \
+  if constexpr (MR > r) {                                                                   \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                              \
+    const __m256i p = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wb, xv));                   \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(p, ones));                          \
+  }
+#define OQ_SDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z;
+#define OQ_SOUT(r) \
+  if constexpr (MR > r) s[r] = acc##r;
+
+template <int MR>
+void tile_sign(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    OQ_ROWS(OQ_SDECL)
+    const auto* a = static_cast<const uint8_t*>(t.a);
+    const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+    for (int64_t g = 0; g < t.kgroups; ++g) {
+      const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+      const __m256i xa = _mm256_abs_epi8(xv);
+      OQ_ROWS(OQ_SROW)
+      a += kMR * 4;
+      b += kPanel * 4;
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_SOUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<true>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_SROW
+#undef OQ_SDECL
+#undef OQ_SOUT
+
 #undef OQ_ROWS
 #undef OQ_DECL
 #undef OQ_ROW
@@ -74,14 +167,24 @@ template <bool kCols>
 void tile_any(const TileArgs& t) {
   static_assert(kMR == 6, "tile shapes below assume kMR == 6");
   if constexpr (kCols) {
+    if (t.no_min) {
+      switch (t.mr) {
+        case 1: tile_sign<1>(t); return;
+        case 2: tile_sign<2>(t); return;
+        case 3: tile_sign<3>(t); return;
+        case 4: tile_sign<4>(t); return;
+        case 5: tile_sign<5>(t); return;
+        default: tile_sign<6>(t); return;
+      }
+    }
     if (t.a16 != nullptr) {
       switch (t.mr) {
         case 1: tile<kCols, 1, true>(t); return;
         case 2: tile<kCols, 2, true>(t); return;
         case 3: tile<kCols, 3, true>(t); return;
-        case 4: tile<kCols, 4, true>(t); return;
-        case 5: tile<kCols, 5, true>(t); return;
-        default: tile<kCols, 6, true>(t); return;
+        case 4: tile_split<kCols, 4>(t); return;
+        case 5: tile_split<kCols, 5>(t); return;
+        default: tile_split<kCols, 6>(t); return;
       }
     }
   }

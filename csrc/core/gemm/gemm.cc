@@ -135,6 +135,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
     args.kgroups = kg;
     args.ep = &ep;
     args.ldc = ldc;
+    args.no_min = w.no_min;
     // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
     for (int64_t tb = t0; tb < t1; tb += block_tiles) {
       const int64_t te = std::min(t1, tb + block_tiles);

@@ -158,6 +158,53 @@ void tile_sign(const TileArgs& t) {
 #undef OQ_SDECL
 #undef OQ_SOUT
 
+// Rows orientation (activations broadcast, weights in lanes), weights without -128: the same exact vpmaddubsw
+// product, the activation's |x| and sign taken once per row and k-group and used for two 8-lane weight vectors.
+// R (<= 3) rows x 16 lanes per pass: 6 accumulators, no spills. Accumulators start at the lanes' corrections.
+template <int R>
+void rows_sign_pass(const TileArgs& t, int r0, int c0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
+  const __m256i ch = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8));
+  __m256i l0 = cl, h0 = ch, l1 = cl, h1 = ch, l2 = cl, h2 = ch;
+  const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
+  const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+  for (int64_t g = 0; g < t.kgroups; ++g) {
+    const __m256i bl = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i bh = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32));
+#define OQ_RS(i)                                                                               \
+  if constexpr (R > i) {                                                                       \
+    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    const __m256i xa = _mm256_abs_epi8(x);                                                     \
+    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bl, x)), ones)); \
+    h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bh, x)), ones)); \
+  }
+    OQ_RS(0) OQ_RS(1) OQ_RS(2)
+#undef OQ_RS
+    a += kMR * 4;
+    b += kPanel * 4;
+  }
+  TileArgs tt = t;
+  tt.out = static_cast<char*>(t.out) + r0 * t.ldc * static_cast<int64_t>(out_elem_size(t.ep->kind));
+  const __m256i sl[3] = {l0, l1, l2}, sh[3] = {h0, h1, h2};
+  const int nl = t.nr - c0 < 8 ? t.nr - c0 : 8;
+  epilogue8_any<false>(tt, sl, R, c0, nl);
+  if (t.nr - c0 > 8) epilogue8_any<false>(tt, sh, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
+}
+
+void tile_rows_sign(const TileArgs& t) {
+  for (int c0 = 0; c0 < t.nr; c0 += 16) {
+    for (int r0 = 0; r0 < t.mr; r0 += 3) {
+      switch (t.mr - r0) {
+        case 1: rows_sign_pass<1>(t, r0, c0); break;
+        case 2: rows_sign_pass<2>(t, r0, c0); break;
+        default: rows_sign_pass<3>(t, r0, c0); break;
+      }
+    }
+  }
+}
+
 #undef OQ_ROWS
 #undef OQ_DECL
 #undef OQ_ROW
@@ -166,6 +213,12 @@ void tile_sign(const TileArgs& t) {
 template <bool kCols>
 void tile_any(const TileArgs& t) {
   static_assert(kMR == 6, "tile shapes below assume kMR == 6");
+  if constexpr (!kCols) {
+    if (t.no_min) {
+      tile_rows_sign(t);
+      return;
+    }
+  }
   if constexpr (kCols) {
     if (t.no_min) {
       switch (t.mr) {

@@ -1,7 +1,11 @@
-// AVX2 micro-kernels without VNNI. vpmaddubsw would saturate its int16 pair sums (255 * -128 * 2 < -32768), so
-// both operands are widened to int16 instead (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd,
-// whose int32 pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves
-// are added once at the end (vphaddd). Tile: kMR rows x 8 columns, 12 accumulators.
+// AVX2 micro-kernels without VNNI, two families:
+//   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
+//     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
+//   - otherwise vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
+//     operands are widened to int16 (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd, whose int32
+//     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
+//     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights
+//     pre-widened).
 #include <immintrin.h>
 
 #include <cstring>

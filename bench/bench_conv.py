@@ -10,6 +10,16 @@ each figure is the median of the samples. GOPS = 2 * N * M * OH * OW * (C/group)
 - ORT QLinearConv: requantized int8 output, s8 x s8 (MLAS's symmetric conv kernels) and u8 x s8.
 
     PYTHONPATH=python .venv/bin/python bench/bench_conv.py [--samples N] [--threads 1,2] [--quick]
+
+`--goals` instead times only the issue-11 goal layers (adds depthwise 3x3 64 at 56x56 stride 1 and the 1-D layer
+Conv1dInt k5 256->256 at L=1000, pad 2) against QLinearConv u8 x s8, ortquant and the peer alternating, at the
+batch sizes of `--batch` (default 1,8). `--clock thread` measures the calling thread's CPU time instead of wall
+time: with one intra-op thread onnxruntime runs the node on the calling thread, so this is immune to the time
+slicing of a loaded machine (not to cache sharing); use it for 1-thread figures only. Weights are in [-127, 127]
+(symmetric quantization; `--with-min` draws them from [-128, 127]). `--planes` adds a third side: ortquant with
+ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation.
+
+    PYTHONPATH=python .venv/bin/python bench/bench_conv.py --goals [--batch 1,8] [--clock thread] [--samples N]
 """
 
 from __future__ import annotations
@@ -32,6 +42,15 @@ LAYERS = [
     ("dw 3x3 128 @28 s2", (128, 28, 28), 128, 3, 2, 1, 128),
     ("3x3 64->128 @56 s2", (64, 56, 56), 128, 3, 2, 1, 1),
 ]
+# The issue-11 goal layers; a (C, L) input is a 1-D layer (Conv1dInt vs QLinearConv on the same 1-D layer).
+GOAL_LAYERS = [
+    ("3x3 64->64 @56", (64, 56, 56), 64, 3, 1, 1, 1),
+    ("3x3 64->128 @56 s2", (64, 56, 56), 128, 3, 2, 1, 1),
+    ("1x1 256->64 @56", (256, 56, 56), 64, 1, 1, 0, 1),
+    ("dw 3x3 128 @28 s2", (128, 28, 28), 128, 3, 2, 1, 128),
+    ("dw 3x3 64 @56", (64, 56, 56), 64, 3, 1, 1, 64),
+    ("1d k5 256->256 L1000", (256, 1000), 256, 5, 1, 2, 1),
+]
 T = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.int32): TensorProto.INT32}
 
 
@@ -49,15 +68,16 @@ def _model(nodes: list[onnx.NodeProto], x: np.ndarray, y: np.ndarray, inits: lis
     return model.SerializeToString()
 
 
-def conv_attrs(k: int, stride: int, pad: int, group: int) -> dict:
-    """The ONNX convolution attributes of a square layer."""
-    return dict(kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, group=group)
+def conv_attrs(k: int, stride: int, pad: int, group: int, rank: int = 2) -> dict:
+    """The ONNX convolution attributes of a square (rank 2) or 1-D (rank 1) layer."""
+    return dict(kernel_shape=[k] * rank, strides=[stride] * rank, pads=[pad] * (2 * rank), group=group)
 
 
 def conv2d_int(x: np.ndarray, wt: np.ndarray, bias: np.ndarray, y: np.ndarray, attrs: dict) -> bytes:
-    """ortquant Conv2dInt, o_bits=8 (scale ratio 2^-10)."""
+    """ortquant Conv2dInt (Conv1dInt for a 3-D x), o_bits=8 (scale ratio 2^-10)."""
     node = helper.make_node(
-        "Conv2dInt", ["x", "w", "b"], ["y"], domain="thinker", scale_x=1.0, scale_w=1.0, scale_o=2.0**-10, o_bits=8,
+        "Conv2dInt" if x.ndim == 4 else "Conv1dInt", ["x", "w", "b"], ["y"], domain="thinker",
+        scale_x=1.0, scale_w=1.0, scale_o=2.0**-10, o_bits=8,
         **attrs,
     )  # fmt: skip
     return _model([node], x, y, [numpy_helper.from_array(wt, "w"), numpy_helper.from_array(bias, "b")])
@@ -91,15 +111,89 @@ def qlinear_conv(
     return _model([node], x, y, inits)
 
 
+def goals(
+    samples: int, threads_list: list[int], batches: list[int], clock: str, planes: bool, only: str, w127: bool
+) -> int:
+    """The issue-11 goal layers: ortquant vs QLinearConv u8 x s8, time ratio ours / peer."""
+    import statistics
+    import time
+
+    now = time.thread_time if clock == "thread" else time.perf_counter
+    print(
+        f"ortquant {ortquant.__version__} (kernel {ortquant._C.gemm_kernel()}); load average "
+        f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}; clock {clock}; median of {samples} alternating samples; "
+        "time ratio = ortquant / QLinearConv u8s8 (lower is better)"
+    )
+    header = f"{'layer':<22} {'N':>2} {'thr':>3} {'ortquant ms':>11} {'QLC u8s8 ms':>11} {'ratio':>6}"
+    if planes:
+        header += f" {'planes ms':>10} {'planes ratio':>12}"
+    print(header)
+    print("-" * len(header))
+    rng = np.random.default_rng(0)
+    for name, shape, m, k, stride, pad, group in GOAL_LAYERS:
+        if only not in name:
+            continue
+        rank = len(shape) - 1
+        c, sp = shape[0], shape[1:]
+        osp = [(d + 2 * pad - k) // stride + 1 for d in sp]
+        for n in batches:
+            macs = n * m * int(np.prod(osp)) * (c // group) * k**rank
+            x = rng.integers(-128, 128, (n, c, *sp), dtype=np.int8)
+            xu = (x.astype(np.int16) + 128).astype(np.uint8)
+            # Symmetrically quantized weights, [-127, 127], as linger exports them (a -128 weight makes the AVX2
+            # GEMM fall back from its vpmaddubsw kernel to the widening one; see BENCHMARKS.md).
+            wt = rng.integers(-127 if w127 else -128, 128, (m, c // group, *([k] * rank)), dtype=np.int8)
+            bias = rng.integers(-(2**14), 2**14, m).astype(np.int32)
+            attrs = conv_attrs(k, stride, pad, group, rank)
+            y8 = np.empty((n, m, *osp), np.int8)
+            ours = conv2d_int(x, wt, bias, y8, attrs)
+            peer = qlinear_conv(xu, np.uint8(128), wt, bias, y8.view(np.uint8), attrs)
+            for threads in threads_list:
+                # The outputs stay referenced while the sessions write into them (IOBinding keeps a raw pointer).
+                outs = [np.empty_like(y8), np.empty(y8.shape, np.uint8), np.empty_like(y8)]
+                fns = [session_runner(ours, threads, x, outs[0]), session_runner(peer, threads, xu, outs[1])]
+                if planes:
+                    os.environ["ORTQUANT_CONV_ALGO"] = "planes"
+                    fns.append(session_runner(ours, threads, x, outs[2]))
+                    del os.environ["ORTQUANT_CONV_ALGO"]
+                inner = max(1, int(0.01 * 100e9 / (2 * macs)))
+                for f in fns:
+                    f()
+                times: list[list[float]] = [[] for _ in fns]
+                for _ in range(samples):
+                    for t, f in zip(times, fns, strict=True):
+                        t0 = now()
+                        for _ in range(inner):
+                            f()
+                        t.append((now() - t0) / inner)
+                med = [statistics.median(t) for t in times]
+                extra = f" {1e3 * med[2]:10.3f} {med[2] / med[1]:12.2f}" if planes else ""
+                print(
+                    f"{name:<22} {n:>2} {threads:>3} {1e3 * med[0]:11.3f} {1e3 * med[1]:11.3f} "
+                    f"{med[0] / med[1]:6.2f}{extra}",
+                    flush=True,
+                )
+    return 0
+
+
 def main() -> int:
     """Runs the benchmark and prints one table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=11, help="timed samples per figure (median reported)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--quick", action="store_true", help="few samples (a smoke test)")
+    ap.add_argument("--goals", action="store_true", help="only the issue-11 goal layers vs QLinearConv u8s8")
+    ap.add_argument("--batch", default="1,8", help="batch sizes of --goals")
+    ap.add_argument("--clock", choices=["wall", "thread"], default="wall", help="timer of --goals")
+    ap.add_argument("--planes", action="store_true", help="--goals: also the pre-issue-11 algorithms")
+    ap.add_argument("--only", default="", help="--goals: only layers whose name contains this")
+    ap.add_argument("--with-min", action="store_true", help="--goals: weights in [-128, 127] instead of [-127, 127]")
     args = ap.parse_args()
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
+    if args.goals:
+        batches = [int(b) for b in args.batch.split(",")]
+        return goals(samples, threads_list, batches, args.clock, args.planes, args.only, not args.with_min)
     print(
         f"ortquant {ortquant.__version__}; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "
         f"median of {samples} samples; GOPS; ratio = ortquant GOPS / ORT GOPS"

@@ -129,6 +129,7 @@ def main() -> int:
     ap.add_argument("--samples", type=int, default=11, help="timed samples per figure (median reported)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--quick", action="store_true", help="two small shapes, few samples (a smoke test)")
+    ap.add_argument("--with-min", action="store_true", help="weights in [-128, 127] instead of [-127, 127]")
     args = ap.parse_args()
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
@@ -145,7 +146,9 @@ def main() -> int:
         ops = 2.0 * m * n * k
         a = rng.integers(-128, 128, (m, k), dtype=np.int8)
         au = (a.astype(np.int16) + 128).astype(np.uint8)
-        w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+        # Symmetrically quantized weights ([-127, 127], as linger exports them; --with-min: [-128, 127], which
+        # makes the AVX2 engine fall back from its vpmaddubsw kernel to the widening one).
+        w = rng.integers(-128 if args.with_min else -127, 128, (n, k), dtype=np.int8)
         b_kn = np.ascontiguousarray(w.T)
         bias = rng.integers(-(2**16), 2**16, n).astype(np.int32)
         packed = _C.PackedGemmRows(w)

@@ -155,7 +155,12 @@ conv::ConvAttrs attrs_of(const std::vector<int64_t>& kernel_shape, const std::ve
 py::array conv2d_py(const I8& x, const I8& w, const std::optional<py::array>& bias, const std::vector<int64_t>& strides,
                     const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations, int64_t group,
                     const std::string& kind, double ratio, double lo, double hi, double fscale, double fdiv,
-                    const std::string& kernel, int threads, bool transposed, const std::vector<int64_t>& output_padding) {
+                    const std::string& kernel, int threads, bool transposed, const std::vector<int64_t>& output_padding,
+                    const std::string& algo) {
+  conv::ConvAlgo ca = conv::ConvAlgo::kAuto;
+  if (algo == "planes") ca = conv::ConvAlgo::kPlanes;
+  else if (algo == "nhwc") ca = conv::ConvAlgo::kNhwc;
+  else if (algo != "auto") throw Error("unknown convolution algorithm '" + algo + "' (auto, planes, nhwc)");
   if (x.ndim() != 4 || w.ndim() != 4) throw Error("conv2d needs 4-D x and w");
   const conv::ConvAttrs a = attrs_of({w.shape(2), w.shape(3)}, strides, pads, dilations, group, output_padding);
   const Shape xs = shape_of(x);
@@ -177,7 +182,7 @@ py::array conv2d_py(const I8& x, const I8& w, const std::optional<py::array>& bi
   py::array out = alloc_out(s.ep.kind, std::vector<py::ssize_t>(os.begin(), os.end()));
   void* o = out.mutable_data();
   py::gil_scoped_release nogil;
-  c.run(x.data(), xs, s.ep, o, par, kk);
+  c.run(x.data(), xs, s.ep, o, par, kk, ca);
   return out;
 }
 
@@ -211,8 +216,9 @@ void register_gemm(py::module_& m) {
         py::arg("dilations") = std::vector<int64_t>{1, 1}, py::arg("group") = 1, py::arg("kind") = "int8",
         py::arg("ratio") = 1.0, py::arg("lo") = -128.0, py::arg("hi") = 127.0, py::arg("fscale") = 1.0,
         py::arg("fdiv") = 0.0, py::arg("kernel") = "auto", py::arg("threads") = 1, py::arg("transposed") = false,
-        py::arg("output_padding") = std::vector<int64_t>{0, 0},
-        "int8 NCHW convolution (or transposed convolution) with the GEMM epilogue per output channel.");
+        py::arg("output_padding") = std::vector<int64_t>{0, 0}, py::arg("algo") = "auto",
+        "int8 NCHW convolution (or transposed convolution) with the GEMM epilogue per output channel; `algo` "
+        "forces the convolution algorithm ('planes', 'nhwc'; 'auto' = the per-layer rule of docs/ops.md).");
 }
 
 }  // namespace ortquant::py_bindings

@@ -46,6 +46,87 @@ def test_conv_core_matches_reference(kernel, case, rng):
     assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
 
 
+# Depthwise layers (group == C == M) for both depthwise algorithms, the channels-last one (dwnhwc) and the
+# per-plane one: (N, C, H, W, kh, kw, strides, pads [t, l, b, r], dilations). Channel counts around the 16-channel
+# block, widths around its 16-pixel output tile, odd and even tap counts, 1-D rows, strides past the padded width
+# (issue 9's shapes: width 1 with pads 1 and stride 3, width 6 with stride 64).
+DW_CASES = [
+    (1, 16, 9, 9, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+    (2, 20, 7, 18, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+    (1, 33, 6, 5, 5, 5, (1, 2), (2, 1, 2, 3), (1, 1)),
+    (1, 8, 10, 11, 3, 2, (1, 3), (0, 1, 1, 0), (2, 1)),
+    (1, 17, 1, 40, 1, 5, (1, 1), (0, 2, 0, 2), (1, 1)),  # a 1-D layer, k5
+    (1, 32, 1, 23, 1, 3, (1, 2), (0, 1, 0, 1), (1, 3)),  # 1-D, stride 2, dilation 3
+    (1, 16, 4, 4, 1, 1, (1, 1), (0, 0, 0, 0), (1, 1)),  # one tap
+    (1, 16, 3, 1, 3, 3, (1, 3), (1, 1, 1, 1), (1, 1)),  # width 1, pads 1, stride 3
+    (1, 16, 4, 6, 1, 3, (1, 64), (0, 0, 0, 0), (1, 1)),  # width 6, stride 64
+    (1, 16, 5, 6, 2, 2, (2, 64), (1, 1, 0, 2), (1, 1)),
+    (1, 3, 5, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),  # fewer channels than a block
+]
+
+
+@pytest.mark.parametrize("algo", ["nhwc", "planes"])
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", DW_CASES)
+def test_depthwise_algorithms_match_reference(algo, kernel, case, rng):
+    n, c, h, w, kh, kw, s, p, d = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = int8_data(rng, (c, 1, kh, kw), extreme=0.3)
+    b = rng.integers(-(2**20), 2**20, c).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=c, kernel=kernel, algo=algo)
+    for threads in (1, 2):
+        got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), threads=threads, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, c))
+    got = _C.conv2d(x, wt, b, kind="int16", ratio=1.0 / 8, lo=-32768.0, hi=32767.0, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 8.0, 1.0, 1.0, 16, s, p, d, c))
+    got = _C.conv2d(x, wt, b, kind="int32", ratio=1.0, lo=-(2.0**31), hi=2.0**31 - 1, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 1.0, 1.0, 1.0, 32, s, p, d, c))
+    # A ratio that is not a power of two, and a bias so large that the int32 shift epilogue would overflow: the
+    # float64 epilogue.
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=0.3 / 64, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 1.0, 0.3, 8, s, p, d, c))
+    big = b.copy()
+    big[-1] = 2**31 - 1
+    got = _C.conv2d(x, wt, big, kind="int8", ratio=2.0**-24, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, big, 2.0**12, 2.0**12, 1.0, 8, s, p, d, c))
+    got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, c))
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, c).astype(np.int32))
+
+
+def test_depthwise_extreme_sums():
+    # Every input and weight -128 (or the product -128 * 127) on a 5x5 kernel: the int16 pair products are
+    # 2 * 16384 = 32768, one past int16 (vpmaddwd sums them in int32, exactly).
+    for xv, wv in [(-128, -128), (-128, 127), (127, 127)]:
+        x = np.full((1, 16, 7, 7), xv, np.int8)
+        wt = np.full((16, 1, 5, 5), wv, np.int8)
+        for kernel in KERNELS:
+            for algo in ("nhwc", "planes"):
+                got = _C.conv2d(x, wt, None, pads=[2, 2, 2, 2], group=16, kind="raw", kernel=kernel, algo=algo)
+                assert_bitexact(got, ref.conv2d_acc(x, wt, None, (1, 1), (2, 2, 2, 2), (1, 1), 16).astype(np.int32))
+
+
+def test_conv_algo_argument_is_checked(rng):
+    with pytest.raises(Exception, match="unknown convolution algorithm"):
+        _C.conv2d(int8_data(rng, (1, 2, 3, 3)), int8_data(rng, (2, 1, 1, 1)), group=2, algo="bogus")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+def test_conv_core_weights_without_minus_128(kernel, case, rng):
+    # Symmetrically quantized weights ([-127, 127], as linger exports them) take the AVX2 vpmaddubsw kernel.
+    n, c, h, w, m, kh, kw, s, p, d, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = np.maximum(int8_data(rng, (m, c // g, kh, kw), extreme=0.3), -127).astype(np.int8)
+    b = rng.integers(-5000, 5000, m).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel)
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
+
+
 @pytest.mark.parametrize("domain", DOMAINS)
 @pytest.mark.parametrize("o_bits,scale_o", [(8, 16.0), (16, 4096.0), (32, 1.0), (4, 1.0), (None, None)])
 @pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[7], CASES[8]])

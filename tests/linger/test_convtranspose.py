@@ -45,6 +45,19 @@ def test_conv_transpose_core(kernel, case, rng):
     assert_bitexact(got, ref.conv_transpose2d(x, wt, b, 64.0, 128.0, None, None, s, p, d, op, g))
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+def test_conv_transpose_core_weights_without_minus_128(kernel, case, rng):
+    # Weights in [-127, 127] take the AVX2 vpmaddubsw GEMM kernel for the column sums.
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = np.maximum(int8_data(rng, (c, mg, kh, kw), extreme=0.3), -127).astype(np.int8)
+    b = rng.integers(-5000, 5000, mg * g).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), output_padding=list(op), **args)
+    assert_bitexact(got, ref.conv_transpose2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, op, g))
+
+
 @pytest.mark.parametrize("domain", DOMAINS)
 @pytest.mark.parametrize("o_bits,scale_o", [(8, 256.0), (16, 2.0**14), (None, None)])
 @pytest.mark.parametrize("case", CASES[:4])

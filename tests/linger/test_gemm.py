@@ -92,6 +92,54 @@ def test_cols_match_reference(kernel, m, n, k, rng):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_cols_without_minus_128_weights(kernel, m, n, k, rng):
+    # Weights in [-127, 127] take the AVX2 vpmaddubsw cols kernel (|x| * (w * sign x), no saturation possible);
+    # activations keep their extremes (-128 included).
+    w = np.maximum(int8_data(rng, (n, k), extreme=0.3), -127).astype(np.int8)
+    x = int8_data(rng, (k, m), extreme=0.3)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    for kind in KINDS:
+        b = None if kind == "raw" else bias
+        got = _C.gemm_cols(w, x, b, kernel=kernel, **_epilogue(kind, 2.0**-7))
+        assert_bitexact(got, _expected(acc if b is None else acc + bias[:, None], kind, 2.0**-7))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_rows_without_minus_128_weights(kernel, m, n, k, rng):
+    # Weights in [-127, 127] take the AVX2 vpmaddubsw rows kernel; activations keep their extremes.
+    a = int8_data(rng, (m, k), extreme=0.3)
+    w = np.maximum(int8_data(rng, (n, k), extreme=0.3), -127).astype(np.int8)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    packed = _C.PackedGemmRows(w)
+    acc = ref.linear_acc(a, w)
+    for kind in KINDS:
+        for ratio in (2.0**-6, 0.3):
+            b = None if kind == "raw" else bias
+            got = packed.run(a, b, kernel=kernel, **_epilogue(kind, ratio))
+            assert_bitexact(got, _expected(acc if b is None else acc + bias, kind, ratio))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cols_extreme_sums_without_minus_128(kernel):
+    # The largest pair products of the vpmaddubsw kernel: |x| = 128 (x = -128) times w = +-127 everywhere.
+    k = 131071
+    x = np.full((k, 3), -128, np.int8)
+    x[::2, 1] = 127
+    w = np.full((4, k), 127, np.int8)
+    w[1] = -127
+    w[2, 1::3] = -127
+    w[3, ::5] = 0
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    assert np.abs(acc).max() == 128 * 127 * k
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
+    got = _C.PackedGemmRows(w).run(np.ascontiguousarray(x.T), kind="raw", kernel=kernel)
+    assert_bitexact(got, acc.T.astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_extreme_sums(kernel):
     # -128 * -128 everywhere, at the longest reduction the int32 accumulator holds exactly (and +-127 mixes).
     k = 131071

@@ -1,6 +1,7 @@
 #include "core/conv/conv.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -9,6 +10,7 @@
 
 
 #include "core/conv/depthwise_kernels.h"
+#include "core/conv/dwnhwc.h"
 #include "core/error.h"
 #include "core/scratch.h"
 
@@ -167,9 +169,23 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
   }
 }
 
+namespace {
+// ORTQUANT_CONV_ALGO=planes|nhwc, read when a convolution is prepared (session creation), forces the algorithm of
+// the convolutions whose caller asks for kAuto (so one benchmark process can compare the algorithms through
+// onnxruntime); unset or anything else: the per-layer rule.
+ConvAlgo env_algo() {
+  const char* e = std::getenv("ORTQUANT_CONV_ALGO");
+  if (e == nullptr) return ConvAlgo::kAuto;
+  if (std::strcmp(e, "planes") == 0) return ConvAlgo::kPlanes;
+  if (std::strcmp(e, "nhwc") == 0) return ConvAlgo::kNhwc;
+  return ConvAlgo::kAuto;
+}
+}  // namespace
+
 // ---- Conv2d ----------------------------------------------------------------------------------------------
 
-Conv2d::Conv2d(const int8_t* w, int64_t m, int64_t cg, const ConvAttrs& a) : a_(a), m_(m), cg_(cg) {
+Conv2d::Conv2d(const int8_t* w, int64_t m, int64_t cg, const ConvAttrs& a)
+    : a_(a), m_(m), cg_(cg), forced_(env_algo()) {
   validate_attrs(a, false);
   if (m < 1 || cg < 1) throw_error("weights must have at least one output and one input channel");
   if (m % a.group != 0)
@@ -178,6 +194,7 @@ Conv2d::Conv2d(const int8_t* w, int64_t m, int64_t cg, const ConvAttrs& a) : a_(
   const int64_t khw = a.kh * a.kw;
   if (depthwise_) {
     w_.assign(w, w + m * khw);
+    if (m == a.group) dwn_ = std::make_shared<const DwNhwcWeights>(pack_dw_nhwc(w, m, a.kh, a.kw));
     return;
   }
   const int64_t mg = m / a.group;
@@ -193,12 +210,48 @@ Shape Conv2d::output_shape(const Shape& x) const {
   return {x[0], m_, oh, ow};
 }
 
+
+ConvAlgo Conv2d::algo(Kernel kernel, ConvAlgo algo) const {
+  if (!dwn_) return ConvAlgo::kPlanes;
+  if (algo == ConvAlgo::kAuto) algo = forced_;
+  if (algo != ConvAlgo::kAuto) return algo;
+  // Measured on AVX2 (BENCHMARKS.md, issue 11): the channels-last kernel wins on every depthwise layer with at
+  // least 8 channels. The AVX-512 plane kernel (16 output columns per zmm) was not measured against it: kept.
+  const Kernel k = gemm::resolve_kernel(kernel);
+  const bool vec = k == Kernel::kAvx2 || k == Kernel::kAvxVnni;
+  return vec && m_ >= 8 ? ConvAlgo::kNhwc : ConvAlgo::kPlanes;
+}
+
 void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const Parallel& par,
-                 Kernel kernel) const {
+                 Kernel kernel, ConvAlgo algo_req) const {
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
   if (n == 0 || oh * ow == 0) return;
   const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
+  if (algo(kernel, algo_req) == ConvAlgo::kNhwc) {
+    DwNhwcArgs d{x, c, h, w, a_, oh, ow, h + a_.pt + a_.pb, w + a_.pl + a_.pr, dwn_.get(), nullptr, &ep, out};
+    const int64_t scratch = dw_nhwc_scratch(d);
+    if (scratch > 0) {
+      // Byte offset of every tap in the padded block (the pad tap of an odd count repeats the last, weight 0).
+      std::vector<int64_t> off(static_cast<size_t>(2 * dwn_->pairs));
+      for (int64_t t = 0; t < 2 * dwn_->pairs; ++t) {
+        const int64_t tt = std::min(t, dwn_->taps - 1);
+        off[static_cast<size_t>(t)] = ((tt / a_.kw) * a_.dh * d.wp + (tt % a_.kw) * a_.dw) * kDwBlock;
+      }
+      d.tap_off = off.data();
+      d.shift = dw_nhwc_shift(ep, ep.bias, c, dwn_->taps);
+      const int64_t units = n * dwn_->blocks;
+      const size_t tasks = tasks_for(units, oh * ow * kDwBlock * dwn_->taps * 8);
+      int8_t* const buf = thread_scratch_as<int8_t>(ScratchSlot::kDepthwisePhases, tasks * static_cast<size_t>(scratch));
+      const Kernel kk = gemm::resolve_kernel(kernel);
+      par(tasks, [&](size_t t) {
+        dw_nhwc(d, units * static_cast<int64_t>(t) / static_cast<int64_t>(tasks),
+                units * static_cast<int64_t>(t + 1) / static_cast<int64_t>(tasks),
+                buf + t * static_cast<size_t>(scratch), kk);
+      });
+      return;
+    }
+  }
   const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   if (depthwise_) {
     DepthwiseArgs d{x, w_.data(), c, h, w, m_, a_, g, &ep, out};

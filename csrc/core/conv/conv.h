@@ -6,6 +6,7 @@
 //   - transposed convolution: gemm_cols to exact int32 column sums, then col2im (int64) and the epilogue.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/gemm/gemm.h"
@@ -33,6 +34,16 @@ int64_t conv_out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, in
 int64_t conv_transpose_out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p0, int64_t p1, int64_t op,
                                const char* what);
 
+// Which algorithm a convolution runs (kAuto: the per-layer rule of Conv2d::algo(); the others force one, for tests
+// and benchmarks; a forced algorithm that does not apply to the layer falls back to the one that does).
+enum class ConvAlgo : int {
+  kAuto = -1,
+  kPlanes = 0,  // implicit im2col over stride-phase planes (general), per-plane kernel (depthwise)
+  kNhwc = 1,    // channels-last depthwise (dwnhwc.h): group == channels == outputs only
+};
+
+struct DwNhwcWeights;
+
 // A convolution with its weights prepared (packed per group, or kept for the depthwise kernel).
 // Weights [m][c/group][kh][kw]; m must be a multiple of group.
 class Conv2d {
@@ -43,8 +54,10 @@ class Conv2d {
   Shape output_shape(const Shape& x) const;
   // x [n, c, h, w] -> out [n, m, oh, ow] of ep.kind (ep.bias: m values or null).
   void run(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const gemm::Parallel& par,
-           gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+           gemm::Kernel kernel = gemm::Kernel::kAuto, ConvAlgo algo = ConvAlgo::kAuto) const;
   bool depthwise() const { return depthwise_; }
+  // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
+  ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
 
  private:
   ConvAttrs a_;
@@ -52,6 +65,8 @@ class Conv2d {
   bool depthwise_;
   std::vector<gemm::PackedWeights> packed_;  // per group (general path)
   std::vector<int8_t> w_;                    // raw weights (depthwise path)
+  std::shared_ptr<const DwNhwcWeights> dwn_;  // channels-last depthwise weights (group == channels == outputs)
+  ConvAlgo forced_;                           // ORTQUANT_CONV_ALGO at preparation (conv.cc), kAuto when unset
 };
 
 // Transposed convolution with prepared weights [c][m/group][kh][kw] (c input channels, a multiple of group).

@@ -135,6 +135,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
     args.kgroups = kg;
     args.ep = &ep;
     args.ldc = ldc;
+    args.no_min = w.no_min;
     // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
     for (int64_t tb = t0; tb < t1; tb += block_tiles) {
       const int64_t te = std::min(t1, tb + block_tiles);
@@ -192,6 +193,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
     args.kgroups = kg;
     args.ep = &ep;
     args.ldc = ldc;
+    args.no_min = w.no_min;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
       args.b = source(q, mine);
@@ -199,6 +201,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r0 = blk * kMR;
         args.a = w.data.data() + blk * kg * kMR * 4;
+        args.a16 = w.data16.size() ? w.data16.data() + blk * kg * kMR * 4 : nullptr;
         args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
         args.corr = w.corr.data() + r0;
         args.bias = ep.bias ? ep.bias + r0 : nullptr;

@@ -1,7 +1,11 @@
-// AVX2 micro-kernels without VNNI. vpmaddubsw would saturate its int16 pair sums (255 * -128 * 2 < -32768), so
-// both operands are widened to int16 instead (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd,
-// whose int32 pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves
-// are added once at the end (vphaddd). Tile: kMR rows x 8 columns, 12 accumulators.
+// AVX2 micro-kernels without VNNI, two families:
+//   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
+//     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
+//   - otherwise vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
+//     operands are widened to int16 (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd, whose int32
+//     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
+//     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights
+//     pre-widened).
 #include <immintrin.h>
 
 #include <cstring>
@@ -18,8 +22,13 @@ namespace {
 #define OQ_DECL(r) __m256i l##r = z, h##r = z;
 #define OQ_ROW(r)                                                                                     \
   if constexpr (MR > r) {                                                                             \
-    const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                        \
-    const __m256i av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4)); \
+    __m256i av;                                                                                       \
+    if constexpr (kW16) {                                                                             \
+      av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));                                                 \
+    } else {                                                                                          \
+      const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                      \
+      av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4));            \
+    }                                                                                                 \
     l##r = _mm256_add_epi32(l##r, _mm256_madd_epi16(b0, av));                                        \
     h##r = _mm256_add_epi32(h##r, _mm256_madd_epi16(b1, av));                                        \
   }
@@ -27,12 +36,20 @@ namespace {
 #define OQ_OUT(r) \
   if constexpr (MR > r) s[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(l##r, h##r), 0xD8);
 
-template <bool kCols, int MR>
+inline int64_t load_i64(const void* p) {
+  int64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// kW16 (cols only): the weights come pre-widened (t.a16), one vpbroadcastq per row and k-group.
+template <bool kCols, int MR, bool kW16 = false>
 void tile(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     OQ_ROWS(OQ_DECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
+    [[maybe_unused]] const int16_t* a16 = t.a16;
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
     for (int64_t g = 0; g < t.kgroups; ++g) {
       // 8 lanes x 4 k-bytes: lanes 0-3 and 4-7 widened to 16 int16 each.
@@ -42,12 +59,153 @@ void tile(const TileArgs& t) {
       const __m256i b1 = kCols ? _mm256_cvtepu8_epi16(braw1) : _mm256_cvtepi8_epi16(braw1);
       OQ_ROWS(OQ_ROW)
       a += kMR * 4;
+      if constexpr (kW16) a16 += kMR * 4;
       b += kPanel * 4;
     }
     __m256i s[MR];
     OQ_ROWS(OQ_OUT)
     const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
     epilogue8_any<kCols>(t, s, MR, c0, n);
+  }
+}
+
+// The same tile in two passes over the reduction, lanes 0-3 then 4-7, with the weights pre-widened (t.a16):
+// 6 accumulators + 2 operands per pass fit the 16 ymm registers, where the one-pass tile (12 accumulators, 2
+// panel vectors, the broadcast) spills accumulators to the stack on every k-group (a store-to-load chain).
+#define OQ_ROW1(acc, bv, r)                                                  \
+  if constexpr (MR > r) {                                                    \
+    const __m256i av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));            \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(bv, av));            \
+  }
+#define OQ_ROWL(r) OQ_ROW1(l, bl, r)
+#define OQ_ROWH(r) OQ_ROW1(h, bh, r)
+
+template <bool kCols, int MR>
+void tile_split(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    OQ_ROWS(OQ_DECL)
+    {
+      const int16_t* a16 = t.a16;
+      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+      for (int64_t g = 0; g < t.kgroups; ++g) {
+        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+        const __m256i bl = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
+        OQ_ROWS(OQ_ROWL)
+        a16 += kMR * 4;
+        b += kPanel * 4;
+      }
+    }
+    if (t.nr - c0 > 4) {
+      const int16_t* a16 = t.a16;
+      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4 + 16;
+      for (int64_t g = 0; g < t.kgroups; ++g) {
+        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
+        const __m256i bh = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
+        OQ_ROWS(OQ_ROWH)
+        a16 += kMR * 4;
+        b += kPanel * 4;
+      }
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_OUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<kCols>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_ROW1
+#undef OQ_ROWL
+#undef OQ_ROWH
+
+// Cols orientation when no weight is -128 (PackedWeights::no_min): vpmaddubsw without saturation. With x the
+// activation (the panel byte ^ 0x80) and w the weight, x * w = |x| * (w * sign(x)); |x| <= 128 is a valid u8 and
+// w * sign(x) (vpsignb) stays in [-127, 127], so a vpmaddubsw pair sum is at most 2 * 128 * 127 = 32512 < 2^15:
+// exact. vpmaddwd with ones then adds the pairs into int32 (the 4 k-bytes of a lane). On this AVX2 core
+// vpmaddubsw and vpmaddwd issue on different pipes, where the widening kernel above sends all its work to
+// vpmaddwd's. The sums are exact (no +128 offset): each accumulator starts at the row's correction, which the
+// shared epilogue subtracts again.
+#define OQ_SROW(r)                                                                          \
+  if constexpr (MR > r) {                                                                   \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                              \
+    const __m256i p = _mm256_maddubs_epi16(xa, _mm256_sign_epi8(wb, xv));                   \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(p, ones));                          \
+  }
+#define OQ_SDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z;
+#define OQ_SOUT(r) \
+  if constexpr (MR > r) s[r] = acc##r;
+
+template <int MR>
+void tile_sign(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    OQ_ROWS(OQ_SDECL)
+    const auto* a = static_cast<const uint8_t*>(t.a);
+    const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+    for (int64_t g = 0; g < t.kgroups; ++g) {
+      const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+      const __m256i xa = _mm256_abs_epi8(xv);
+      OQ_ROWS(OQ_SROW)
+      a += kMR * 4;
+      b += kPanel * 4;
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_SOUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<true>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_SROW
+#undef OQ_SDECL
+#undef OQ_SOUT
+
+// Rows orientation (activations broadcast, weights in lanes), weights without -128: the same exact vpmaddubsw
+// product, the activation's |x| and sign taken once per row and k-group and used for two 8-lane weight vectors.
+// R (<= 3) rows x 16 lanes per pass: 6 accumulators, no spills. Accumulators start at the lanes' corrections.
+template <int R>
+void rows_sign_pass(const TileArgs& t, int r0, int c0) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
+  const __m256i ch = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8));
+  __m256i l0 = cl, h0 = ch, l1 = cl, h1 = ch, l2 = cl, h2 = ch;
+  const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
+  const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+  for (int64_t g = 0; g < t.kgroups; ++g) {
+    const __m256i bl = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+    const __m256i bh = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32));
+#define OQ_RS(i)                                                                               \
+  if constexpr (R > i) {                                                                       \
+    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    const __m256i xa = _mm256_abs_epi8(x);                                                     \
+    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bl, x)), ones)); \
+    h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bh, x)), ones)); \
+  }
+    OQ_RS(0) OQ_RS(1) OQ_RS(2)
+#undef OQ_RS
+    a += kMR * 4;
+    b += kPanel * 4;
+  }
+  TileArgs tt = t;
+  tt.out = static_cast<char*>(t.out) + r0 * t.ldc * static_cast<int64_t>(out_elem_size(t.ep->kind));
+  const __m256i sl[3] = {l0, l1, l2}, sh[3] = {h0, h1, h2};
+  const int nl = t.nr - c0 < 8 ? t.nr - c0 : 8;
+  epilogue8_any<false>(tt, sl, R, c0, nl);
+  if (t.nr - c0 > 8) epilogue8_any<false>(tt, sh, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
+}
+
+void tile_rows_sign(const TileArgs& t) {
+  for (int c0 = 0; c0 < t.nr; c0 += 16) {
+    for (int r0 = 0; r0 < t.mr; r0 += 3) {
+      switch (t.mr - r0) {
+        case 1: rows_sign_pass<1>(t, r0, c0); break;
+        case 2: rows_sign_pass<2>(t, r0, c0); break;
+        default: rows_sign_pass<3>(t, r0, c0); break;
+      }
+    }
   }
 }
 
@@ -59,6 +217,34 @@ void tile(const TileArgs& t) {
 template <bool kCols>
 void tile_any(const TileArgs& t) {
   static_assert(kMR == 6, "tile shapes below assume kMR == 6");
+  if constexpr (!kCols) {
+    if (t.no_min) {
+      tile_rows_sign(t);
+      return;
+    }
+  }
+  if constexpr (kCols) {
+    if (t.no_min) {
+      switch (t.mr) {
+        case 1: tile_sign<1>(t); return;
+        case 2: tile_sign<2>(t); return;
+        case 3: tile_sign<3>(t); return;
+        case 4: tile_sign<4>(t); return;
+        case 5: tile_sign<5>(t); return;
+        default: tile_sign<6>(t); return;
+      }
+    }
+    if (t.a16 != nullptr) {
+      switch (t.mr) {
+        case 1: tile<kCols, 1, true>(t); return;
+        case 2: tile<kCols, 2, true>(t); return;
+        case 3: tile<kCols, 3, true>(t); return;
+        case 4: tile_split<kCols, 4>(t); return;
+        case 5: tile_split<kCols, 5>(t); return;
+        default: tile_split<kCols, 6>(t); return;
+      }
+    }
+  }
   switch (t.mr) {
     case 1: tile<kCols, 1>(t); break;
     case 2: tile<kCols, 2>(t); break;

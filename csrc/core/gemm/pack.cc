@@ -39,6 +39,13 @@ PackedWeights pack_generic(int64_t n, int64_t k, PackedWeights::Layout layout, A
     }
     w.corr[static_cast<size_t>(j)] = static_cast<int32_t>(sum * 128u);
   }
+  w.no_min = true;
+  for (size_t i = 0; i < w.data.size(); ++i)
+    if (w.data.data()[i] == -128) w.no_min = false;
+  if (layout == PackedWeights::Layout::kRowBlocks) {
+    w.data16.resize(w.data.size());
+    for (size_t i = 0; i < w.data.size(); ++i) w.data16.data()[i] = w.data.data()[i];
+  }
   return w;
 }
 

@@ -1,0 +1,57 @@
+#include "core/conv/dwnhwc.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace ortquant::conv {
+
+DwNhwcWeights pack_dw_nhwc(const int8_t* w, int64_t c, int64_t kh, int64_t kw) {
+  DwNhwcWeights p;
+  p.c = c;
+  p.taps = kh * kw;
+  p.pairs = (p.taps + 1) / 2;
+  p.blocks = (c + kDwBlock - 1) / kDwBlock;
+  p.data.assign(static_cast<size_t>(p.blocks * p.pairs * kDwBlock * 2), 0);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    int16_t* blk = p.data.data() + (ch / kDwBlock) * p.pairs * kDwBlock * 2;
+    for (int64_t t = 0; t < p.taps; ++t) blk[((t / 2) * kDwBlock + ch % kDwBlock) * 2 + t % 2] = w[ch * p.taps + t];
+  }
+  return p;
+}
+
+int64_t dw_nhwc_scratch(const DwNhwcArgs& d) {
+  int64_t pix = 0, bytes = 0;
+  if (__builtin_mul_overflow(d.hp, d.wp, &pix) || __builtin_mul_overflow(pix, int64_t{kDwBlock}, &bytes) ||
+      bytes > (int64_t{1} << 40))
+    return -1;
+  return (bytes + 63) / 64 * 64 + kDwBlock * kDwBlock * 4;
+}
+
+int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps) {
+  using gemm::OutKind;
+  if (ep.kind != OutKind::kInt8 && ep.kind != OutKind::kInt16 && ep.kind != OutKind::kInt32) return -1;
+  int e = 0;
+  if (!(ep.ratio > 0.0) || std::frexp(ep.ratio, &e) != 0.5) return -1;  // ratio = 0.5 * 2^e = 2^(e-1)
+  const int shift = 1 - e;
+  if (shift < 0 || shift > 30) return -1;
+  // The clamp bounds must be integers inside int32 (they are for the o_bits kinds).
+  if (ep.lo != std::floor(ep.lo) || ep.hi != std::floor(ep.hi) || ep.lo < -2147483648.0 || ep.hi > 2147483647.0 ||
+      ep.lo > ep.hi)
+    return -1;
+  int64_t bmax = 0;
+  for (int64_t i = 0; bias != nullptr && i < c; ++i) bmax = std::max<int64_t>(bmax, std::llabs(bias[i]));
+  const int64_t bound = taps * 16384 + bmax + (int64_t{1} << shift);
+  return bound < (int64_t{1} << 31) ? shift : -1;
+}
+
+void dw_nhwc(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch, gemm::Kernel kernel) {
+  switch (gemm::resolve_kernel(kernel)) {
+    case gemm::Kernel::kScalar: scalar::dw_nhwc_tasks(d, t0, t1, scratch); break;
+    default: avx2::dw_nhwc_tasks(d, t0, t1, scratch); break;  // AVX2 code runs on every vector path
+  }
+}
+
+}  // namespace ortquant::conv

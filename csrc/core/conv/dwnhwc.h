@@ -1,0 +1,56 @@
+// Channels-last depthwise convolution (group == input channels == output channels): a task takes one image and
+// one block of 16 channels, transposes those channels of the NCHW input into a zero-padded NHWC block
+// [hp][wp][16] in its scratch (so no tap needs a bounds check and the 16 channels of a pixel are one 16-byte
+// load), then for every output pixel multiply-adds the taps two at a time as int16 pairs (the bytes of taps t and
+// t+1 interleaved and sign-extended, times the packed weight pairs: vpmaddwd, exact int32 sums), applies the GEMM
+// epilogue to 16 channels at once and transposes tiles of 16 pixels x 16 channels back to NCHW.
+// Per-ISA bodies in dwnhwc_<isa>.cc: scalar (the oracle, plain loops over the same packed data) and AVX2.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/conv/conv.h"
+
+namespace ortquant::conv {
+
+constexpr int kDwBlock = 16;  // channels per block
+
+// Weights [c][kh][kw] packed per block of 16 channels as int16 pairs of consecutive taps:
+// [block][pair q][16 channels][2] (taps 2q and 2q+1; a missing last tap and missing channels are 0).
+struct DwNhwcWeights {
+  int64_t c = 0, taps = 0, pairs = 0, blocks = 0;
+  std::vector<int16_t> data;
+  const int16_t* block(int64_t b) const { return data.data() + b * pairs * kDwBlock * 2; }
+};
+DwNhwcWeights pack_dw_nhwc(const int8_t* w, int64_t c, int64_t kh, int64_t kw);
+
+struct DwNhwcArgs {
+  const int8_t* x;  // [n][c][h][w]
+  int64_t c, h, w;
+  ConvAttrs a;
+  int64_t oh, ow;
+  int64_t hp, wp;              // padded input: h + pt + pb, w + pl + pr
+  const DwNhwcWeights* wts;
+  const int64_t* tap_off;      // per tap (2 * pairs entries, the pad tap repeats the last): byte offset in a block
+  const gemm::Epilogue* ep;
+  void* out;                   // [n][c][oh][ow]
+  // Integer kinds whose ratio is 2^-shift (0 <= shift <= 30) and whose sums plus bias plus rounding cannot leave
+  // int32: floor((sum + bias) * 2^-shift + 0.5) = (sum + bias + half) >> shift exactly, so the vector paths may
+  // requantize in int32 (shift = -1: the float64 epilogue). Set by dw_nhwc_shift().
+  int shift = -1;
+};
+// The shift of d (see DwNhwcArgs::shift) for epilogue ep and bias (c values or null), or -1.
+int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps);
+// Bytes of scratch one task needs (the padded block and a 16 x 16 output tile); -1 when it would overflow.
+int64_t dw_nhwc_scratch(const DwNhwcArgs& d);
+// Tasks [t0, t1) of n * blocks (task = image * blocks + block); scratch: dw_nhwc_scratch() bytes, 64-aligned.
+void dw_nhwc(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch, gemm::Kernel kernel);
+
+namespace scalar {
+void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch);
+}
+namespace avx2 {
+void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch);
+}
+
+}  // namespace ortquant::conv

@@ -1,0 +1,219 @@
+// The channels-last depthwise convolution, AVX2 (dwnhwc.h; flags chosen by this file's name in CMakeLists.txt).
+// Per task: the padded NHWC block by 16 x 16 byte transposes, then per output pixel and pair of taps one
+// vpunpck{l,h}bw of the two taps' 16 channels, two vpmovsxbw and two vpmaddwd into 2 x 8 int32 accumulators, the
+// ymm epilogue of the GEMM (epilogue_avx2.inc, the same float64 arithmetic as the scalar store) into a 16-pixel
+// tile, and the tile transposed into the NCHW output (16 consecutive output pixels of a plane are contiguous).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/conv/dwnhwc.h"
+#include "core/gemm/kernels.h"
+
+namespace ortquant::conv::avx2 {
+namespace {
+
+using gemm::Epilogue;
+using gemm::OutKind;
+using gemm::TileArgs;
+using gemm::out_elem_size;
+#include "core/gemm/epilogue_avx2.inc"
+
+// 16 rows of 16 bytes -> their transpose, in place.
+inline void transpose16(__m128i (&r)[16]) {
+  __m128i t[16], u[16], v[8], w[8];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // rows 4g .. 4g+3: t[4g], t[4g+1] (rows 4g, 4g+1), t[4g+2], t[4g+3]
+    u[4 * g + 0] = _mm_unpacklo_epi16(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm_unpackhi_epi16(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm_unpacklo_epi16(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm_unpackhi_epi16(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int k = 0; k < 4; ++k) {  // u[k]: rows 0-3 of pixels 4k .. 4k+3; u[4+k]: rows 4-7
+    v[2 * k] = _mm_unpacklo_epi32(u[k], u[4 + k]);
+    v[2 * k + 1] = _mm_unpackhi_epi32(u[k], u[4 + k]);
+    w[2 * k] = _mm_unpacklo_epi32(u[8 + k], u[12 + k]);
+    w[2 * k + 1] = _mm_unpackhi_epi32(u[8 + k], u[12 + k]);
+  }
+  for (int k = 0; k < 8; ++k) {  // v[k]: rows 0-7 of pixels 2k, 2k+1; w[k]: rows 8-15
+    r[2 * k] = _mm_unpacklo_epi64(v[k], w[k]);
+    r[2 * k + 1] = _mm_unpackhi_epi64(v[k], w[k]);
+  }
+}
+
+// The zero-padded NHWC block of channels [c0, c0 + 16) of image img.
+void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int8_t* buf) {
+  const ConvAttrs& a = d.a;
+  const int64_t row = d.wp * kDwBlock;
+  if (a.pt > 0) std::memset(buf, 0, static_cast<size_t>(a.pt * row));
+  if (a.pb > 0) std::memset(buf + (a.pt + d.h) * row, 0, static_cast<size_t>(a.pb * row));
+  const int64_t nc = std::min<int64_t>(kDwBlock, d.c - c0);
+  const int8_t* src = d.x + (img * d.c + c0) * d.h * d.w;
+  const int64_t plane = d.h * d.w;
+  for (int64_t y = 0; y < d.h; ++y) {
+    int8_t* dst = buf + (y + a.pt) * row;
+    // The left and right padding pixels (a few 16-byte stores; no memset call per row).
+    for (int64_t p = 0; p < a.pl; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + p * kDwBlock), _mm_setzero_si128());
+    for (int64_t p = a.pl + d.w; p < d.wp; ++p)
+      _mm_store_si128(reinterpret_cast<__m128i*>(dst + p * kDwBlock), _mm_setzero_si128());
+    dst += a.pl * kDwBlock;
+    const int8_t* s = src + y * d.w;
+    int64_t x = 0;
+    for (; x + 16 <= d.w; x += 16) {
+      __m128i r[16];
+      for (int ch = 0; ch < 16; ++ch)
+        r[ch] = ch < nc ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + ch * plane + x)) : _mm_setzero_si128();
+      transpose16(r);
+      for (int p = 0; p < 16; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + (x + p) * kDwBlock), r[p]);
+    }
+    if (x < d.w && d.w >= 16) {  // the last 16 columns again, overlapping (same values)
+      x = d.w - 16;
+      __m128i r[16];
+      for (int ch = 0; ch < 16; ++ch)
+        r[ch] = ch < nc ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + ch * plane + x)) : _mm_setzero_si128();
+      transpose16(r);
+      for (int p = 0; p < 16; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + (x + p) * kDwBlock), r[p]);
+      x = d.w;
+    }
+    if (x < d.w) {  // a row narrower than 16: through a zero-padded copy
+      alignas(16) int8_t tmp[16][16] = {};
+      for (int64_t ch = 0; ch < nc; ++ch) std::memcpy(tmp[ch], s + ch * plane, static_cast<size_t>(d.w));
+      __m128i r[16];
+      for (int ch = 0; ch < 16; ++ch) r[ch] = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp[ch]));
+      transpose16(r);
+      for (int64_t p = 0; p < d.w; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + p * kDwBlock), r[p]);
+    }
+  }
+}
+
+// 16 channels x 16 pixels of output elements (tile[pixel][channel]) -> out planes (stride `plane` elements).
+template <OutKind K>
+inline void store_tile(const char* tile, int64_t np, int64_t nc, char* out, int64_t plane) {
+  constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
+  if constexpr (es == 1) {
+    if (np == 16) {
+      __m128i r[16];
+      for (int p = 0; p < 16; ++p) r[p] = _mm_load_si128(reinterpret_cast<const __m128i*>(tile + p * 16));
+      transpose16(r);
+      for (int64_t ch = 0; ch < nc; ++ch) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + ch * plane), r[ch]);
+      return;
+    }
+  }
+  for (int64_t ch = 0; ch < nc; ++ch) {
+    char* o = out + ch * plane * es;
+    for (int64_t p = 0; p < np; ++p) std::memcpy(o + p * es, tile + (p * kDwBlock + ch) * es, es);
+  }
+}
+
+template <OutKind K, int P>
+void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int8_t* buf, char* tile) {
+  constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
+  const ConvAttrs& a = d.a;
+  const int64_t c0 = blk * kDwBlock, nc = std::min<int64_t>(kDwBlock, d.c - c0);
+  const int64_t pairs = P > 0 ? P : d.wts->pairs;
+  build_block(d, img, c0, buf);
+  const __m256i* wv = reinterpret_cast<const __m256i*>(d.wts->block(blk));  // [pair][2] ymm
+  const Epilogue& ep = *d.ep;
+  const Consts8 cst(ep);
+  const bool divide = ep.fdiv != 0.0;
+  __m256d bias[4];
+  {
+    alignas(32) double b[16] = {};
+    for (int64_t ch = 0; ch < nc; ++ch) b[ch] = ep.bias ? static_cast<double>(ep.bias[c0 + ch]) : 0.0;
+    for (int i = 0; i < 4; ++i) bias[i] = _mm256_load_pd(b + 4 * i);
+  }
+  // The integer epilogue (d.shift >= 0): bias + rounding half folded into one vector per 8 channels.
+  const int shift = d.shift;
+  __m256i ibias0 = _mm256_setzero_si256(), ibias1 = ibias0, ilo = ibias0, ihi = ibias0;
+  if (shift >= 0) {
+    alignas(32) int32_t b[16] = {};
+    const int32_t half = shift > 0 ? int32_t{1} << (shift - 1) : 0;
+    for (int64_t ch = 0; ch < kDwBlock; ++ch) b[ch] = (ep.bias && ch < nc ? ep.bias[c0 + ch] : 0) + half;
+    ibias0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+    ibias1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 8));
+    ilo = _mm256_set1_epi32(static_cast<int32_t>(ep.lo));
+    ihi = _mm256_set1_epi32(static_cast<int32_t>(ep.hi));
+  }
+  const int64_t* off = d.tap_off;
+  const int64_t npix = d.oh * d.ow;
+  char* out = static_cast<char*>(d.out) + (img * d.c + c0) * npix * es;
+  int64_t oy = 0, ox = 0;
+  for (int64_t p0 = 0; p0 < npix; p0 += 16) {
+    const int64_t np = std::min<int64_t>(16, npix - p0);
+    for (int64_t p = 0; p < np; ++p) {
+      const int8_t* base = buf + (oy * a.sh * d.wp + ox * a.sw) * kDwBlock;
+      __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+      for (int64_t q = 0; q < pairs; ++q) {
+        const __m128i xa = _mm_load_si128(reinterpret_cast<const __m128i*>(base + off[2 * q]));
+        const __m128i xb = _mm_load_si128(reinterpret_cast<const __m128i*>(base + off[2 * q + 1]));
+        const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(xa, xb));
+        const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(xa, xb));
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(lo, _mm256_loadu_si256(wv + 2 * q)));
+        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(hi, _mm256_loadu_si256(wv + 2 * q + 1)));
+      }
+      char* tp = tile + p * kDwBlock * es;
+      if constexpr (K == OutKind::kInt8 || K == OutKind::kInt16 || K == OutKind::kInt32) {
+        if (shift >= 0) {
+          const __m128i sh = _mm_cvtsi32_si128(shift);
+          __m256i q0 = _mm256_sra_epi32(_mm256_add_epi32(acc0, ibias0), sh);
+          __m256i q1 = _mm256_sra_epi32(_mm256_add_epi32(acc1, ibias1), sh);
+          q0 = _mm256_min_epi32(_mm256_max_epi32(q0, ilo), ihi);
+          q1 = _mm256_min_epi32(_mm256_max_epi32(q1, ilo), ihi);
+          if constexpr (K == OutKind::kInt32) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tp), q0);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tp + 32), q1);
+          } else {
+            // In range already, so the saturating packs are exact; packs interleave 128-bit lanes.
+            const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+            if constexpr (K == OutKind::kInt16) {
+              _mm256_store_si256(reinterpret_cast<__m256i*>(tp), w16);
+            } else {
+              const __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+              _mm_store_si128(reinterpret_cast<__m128i*>(tp), b8);
+            }
+          }
+          if (++ox == d.ow) ox = 0, ++oy;
+          continue;
+        }
+      }
+      store8<K>(cst, divide, acc0, bias[0], bias[1], tp, 8);
+      store8<K>(cst, divide, acc1, bias[2], bias[3], tp + 8 * es, 8);
+      if (++ox == d.ow) ox = 0, ++oy;
+    }
+    store_tile<K>(tile, np, nc, out + p0 * es, npix);
+  }
+}
+
+template <OutKind K>
+void tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
+  const int64_t blocks = d.wts->blocks;
+  int8_t* buf = scratch;
+  char* tile = reinterpret_cast<char*>(scratch) + (d.hp * d.wp * kDwBlock + 63) / 64 * 64;
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t img = t / blocks, blk = t % blocks;
+    switch (d.wts->pairs) {
+      case 2: block<K, 2>(d, img, blk, buf, tile); break;
+      case 3: block<K, 3>(d, img, blk, buf, tile); break;
+      case 5: block<K, 5>(d, img, blk, buf, tile); break;
+      default: block<K, 0>(d, img, blk, buf, tile); break;
+    }
+  }
+}
+
+}  // namespace
+
+void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
+  switch (d.ep->kind) {
+    case OutKind::kInt8: tasks<OutKind::kInt8>(d, t0, t1, scratch); break;
+    case OutKind::kInt16: tasks<OutKind::kInt16>(d, t0, t1, scratch); break;
+    case OutKind::kInt32: tasks<OutKind::kInt32>(d, t0, t1, scratch); break;
+    case OutKind::kFloat: tasks<OutKind::kFloat>(d, t0, t1, scratch); break;
+    case OutKind::kRaw: tasks<OutKind::kRaw>(d, t0, t1, scratch); break;
+  }
+}
+
+}  // namespace ortquant::conv::avx2

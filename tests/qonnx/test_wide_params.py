@@ -211,7 +211,7 @@ def test_qkeras_like_model_end_to_end_matches_execute_onnx():
     # native: a C/C++ host (plain onnxruntime + the library) runs the file as published, no rewrite
     import onnxruntime as ort
 
-    assert ortquant.prepare_model(model) is model
+    assert ortquant.prepare_model(model, exact=True) is model  # no loading rewrite (the default only folds weights)
     so = ort.SessionOptions()
     so.register_custom_ops_library(ortquant.library_path())
     plain = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])

@@ -110,3 +110,21 @@ def test_brevitas_cnn_default_mode_matches_exact_closely() -> None:
     # The float convolution may sum in another order once its weights are pre-packed: a few float32 ulps at most
     # (an activation quantizer can flip a step in rare ties; none on these inputs).
     np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-5)
+
+
+def test_external_data_weights_keep_their_quantizer(tmp_path):
+    """A weight stored as external data cannot be read by a ModelProto transform: its node stays (and ortquant
+    computes it once at session creation); the in-model BipolarQuant weight is still folded."""
+    model = _weight_quant_model()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="m.data", size_threshold=128)
+    header = onnx.load(path, load_external_data=False)
+    assert any(t.name == "w" and t.data_location == TensorProto.EXTERNAL for t in header.graph.initializer)
+    names = [n.name for n in foldable_nodes(header)]
+    assert "qw" not in names
+    assert all(
+        t.data_location != TensorProto.EXTERNAL
+        for n in foldable_nodes(header)
+        for t in header.graph.initializer
+        if t.name in n.input
+    )

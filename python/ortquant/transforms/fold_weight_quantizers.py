@@ -22,9 +22,11 @@ FOLDABLE = ("Quant", "IntQuant", "BipolarQuant", "Trunc", "TruncQuant", "FloatQu
 
 
 def _constants(graph: onnx.GraphProto) -> set[str]:
-    """Initializer names that are constant: not also graph inputs (those can be overridden per run)."""
+    """Initializer names that are constant and held in the model: not also graph inputs (those can be overridden per
+    run), and not stored as external data (a pure ModelProto transform cannot read the model's folder; such weights
+    keep their quantizer node, which ortquant computes once at session creation)."""
     inputs = {i.name for i in graph.input}
-    return {i.name for i in graph.initializer if i.name not in inputs}
+    return {i.name for i in graph.initializer if i.name not in inputs and i.data_location != onnx.TensorProto.EXTERNAL}
 
 
 def foldable_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:

@@ -73,7 +73,7 @@ grep "ortquant: onnxruntime headers in" "$work/build.log" >&2
 # 4. repair (tag) and show
 whl=$(ls "$work"/raw/ortquant-*.whl)
 rm -f "$out"/ortquant-*-"$tag"-*.whl
-"$venv/bin/auditwheel" repair --plat manylinux_2_28_x86_64 -w "$out" "$whl" >"$work/repair.log" 2>&1 ||
+PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --plat manylinux_2_28_x86_64 -w "$out" "$whl" >"$work/repair.log" 2>&1 ||
   { cat "$work/repair.log" >&2; exit 1; }
 fixed=$(ls "$out"/ortquant-*-"$tag"-*manylinux*.whl)
 "$venv/bin/auditwheel" show "$fixed"

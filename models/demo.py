@@ -69,11 +69,11 @@ def qonnx_runner(model: onnx.ModelProto) -> Callable[[np.ndarray], np.ndarray] |
     return run
 
 
-def compare(label: str, got: np.ndarray, want: np.ndarray) -> bool:
-    """Print the maximum difference and whether it is within the bound; True when it is."""
+def compare(label: str, got: np.ndarray, want: np.ndarray, bitexact: bool = False) -> bool:
+    """Print the maximum difference and whether it is within the bound (0 when ``bitexact``); True when it is."""
     diff = float(np.max(np.abs(got.astype(np.float64) - want)))
     rel = diff / max(float(np.max(np.abs(want))), 1e-30)
-    ok = got.shape == want.shape and rel <= MAX_REL_DIFF
+    ok = got.shape == want.shape and (diff == 0.0 if bitexact else rel <= MAX_REL_DIFF)
     print(f"  {label}: max abs diff {diff:.3g} -> {'agree' if ok else 'DISAGREE'}")
     return ok
 
@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
     print(f"model: {path.name}, {len(model.graph.node)} nodes, custom ops {', '.join(ops)}")
 
     try:
-        sess = ortquant.InferenceSession(model)
+        sess = ortquant.InferenceSession(model)  # default: weight quantizers folded, onnxruntime's optimizations
+        exact_sess = ortquant.InferenceSession(model, exact=True)  # qonnx's numbers bit for bit
     except Exception as e:
         print(f"ortquant cannot load {path.name}: {e}")
         return 2
@@ -97,15 +98,20 @@ def main(argv: list[str]) -> int:
     def ortquant_run(x: np.ndarray) -> np.ndarray:
         return sess.run(None, {name: x})[0]
 
+    def exact_run(x: np.ndarray) -> np.ndarray:
+        return exact_sess.run(None, {name: x})[0]
+
     reference = qonnx_runner(model)
     rng = np.random.default_rng(0)
     inputs = {b: rng.standard_normal((b, *sample_shape)).astype(np.float32) for b in BATCHES}
 
     ok = True
     if reference is not None:
-        print("ortquant vs qonnx execute_onnx:")
+        print("ortquant vs qonnx execute_onnx (default: within float32 reordering; exact=True: bit for bit):")
         for b, x in inputs.items():
-            ok &= compare(f"batch {b:2d}", ortquant_run(x), reference(x))
+            want = reference(x)
+            ok &= compare(f"batch {b:2d} default   ", ortquant_run(x), want)
+            ok &= compare(f"batch {b:2d} exact=True", exact_run(x), want, bitexact=True)
     else:
         stored_path = path.with_suffix(".npz")
         if not stored_path.is_file():
@@ -114,7 +120,9 @@ def main(argv: list[str]) -> int:
         print(f"qonnx not installed: comparing with the stored qonnx outputs ({stored_path.name})")
         with np.load(stored_path) as stored:
             for b in (1, 4):
-                ok &= compare(f"batch {b:2d}", ortquant_run(stored[f"input_b{b}"]), stored[f"output_b{b}"])
+                x, want = stored[f"input_b{b}"], stored[f"output_b{b}"]
+                ok &= compare(f"batch {b:2d} default   ", ortquant_run(x), want)
+                ok &= compare(f"batch {b:2d} exact=True", exact_run(x), want, bitexact=True)
 
     print("time per inference (median):")
     for b, x in inputs.items():

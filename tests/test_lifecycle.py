@@ -10,11 +10,13 @@
 from __future__ import annotations
 
 import gc
+import os
 import threading
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pytest
 
 import ortquant
 from conftest import assert_bitexact
@@ -73,6 +75,12 @@ def _rss() -> int:
         return int(f.read().split()[1]) * 4096
 
 
+# Under AddressSanitizer (`make test-asan` sets ORTQUANT_SANITIZED=1) freed memory is held in ASan's quarantine
+# on purpose, so resident memory grows with every free and says nothing about leaks: the bound is checked by the
+# normal suite (`make test`), and the sanitizer run keeps the cycles for its use-after-free and overflow checks.
+UNDER_ASAN = os.environ.get("ORTQUANT_SANITIZED") == "1"
+
+
 def test_session_create_destroy_cycles_do_not_leak():
     models = [_load(n) for n in CASES]
 
@@ -90,4 +98,6 @@ def test_session_create_destroy_cycles_do_not_leak():
         cycle(i)
     gc.collect()
     growth = _rss() - before
+    if UNDER_ASAN:
+        pytest.skip(f"RSS bound not meaningful under ASan's quarantine ({CYCLES} cycles ran clean, grew {growth} B)")
     assert growth < RSS_GROWTH_BOUND, f"RSS grew by {growth} bytes over {CYCLES} session cycles"

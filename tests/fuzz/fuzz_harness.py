@@ -250,10 +250,25 @@ def main() -> int:
     ap.add_argument("--mem-gib", type=float, default=6.0)
     ap.add_argument("--only", default=None, help="only seeds whose name contains this")
     ap.add_argument("--out", default=None, help="write the JSON report here")
+    ap.add_argument("--seeds-only", action="store_true", help="run the unmutated seeds (--cases is ignored)")
+    ap.add_argument("--outcomes", action="store_true", help="list every case's outcome in the report")
+    ap.add_argument("--quiet", action="store_true", help="no progress lines")
     a = ap.parse_args()
     t0 = time.time()
-    res = run_campaign(a.cases, a.seed, a.jobs, a.timeout, a.mem_gib, progress=True, only=a.only, partial_out=a.out)
+    res = run_campaign(
+        a.cases,
+        a.seed,
+        a.jobs,
+        a.timeout,
+        a.mem_gib,
+        progress=not a.quiet,
+        only=a.only,
+        mutations=not a.seeds_only,
+        partial_out=a.out,
+    )
     rep = summarize(res)
+    if a.outcomes:
+        rep["outcomes"] = [{"index": o.index, "seed": o.seed, "class": o.cls, "detail": o.detail} for o in res]
     rep["seconds"] = round(time.time() - t0, 1)
     rep["seed"] = a.seed
     text = json.dumps(rep, indent=1, default=str)

@@ -104,3 +104,81 @@ def test_conv_transpose_errors(rng):
     _expect_error([x, np.zeros((4, 2, 3, 3), np.uint8)], a, [False, True], "weight must be int8")
     _expect_error([x, w], dict(a, output_shape=[5, 5]), [False, True], "output_shape")
     _expect_error([x, w, np.zeros(3, np.int32)], a, [False, True, True], "bias must have shape [2]")
+
+
+def _requant(acc: np.ndarray, bias: np.ndarray, ratio: float, lo: int, hi: int) -> np.ndarray:
+    """luna requantization of exact int64 sums, computed independently in float64: floor((t + b) * r + 0.5)."""
+    v = acc.astype(np.float64) + bias.astype(np.float64)[None, :, None, None]
+    return np.clip(np.floor(v * ratio + 0.5), lo, hi)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES[:5])
+def test_conv_transpose_core_every_output_kind(kernel, case, rng):
+    # int16, int32 and raw outputs (the row epilogue's other branches), against the int64 reference sums.
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
+    b = rng.integers(-5000, 5000, mg * g).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
+    args["output_padding"] = list(op)
+    acc = ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g)
+    got = _C.conv2d(x, wt, b, kind="int16", ratio=0.37, lo=-(2**15), hi=2**15 - 1, **args)
+    assert got.dtype == np.int16
+    assert_bitexact(got, _requant(acc, b, 0.37, -(2**15), 2**15 - 1).astype(np.int16))
+    got = _C.conv2d(x, wt, b, kind="int32", ratio=3.0, lo=-(2**31), hi=2**31 - 1, **args)
+    assert_bitexact(got, _requant(acc, b, 3.0, -(2**31), 2**31 - 1).astype(np.int32))
+    got = _C.conv2d(x, wt, b, kind="raw", **args)
+    assert_bitexact(got, acc.astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("seed", range(6))
+def test_conv_transpose_core_random_geometry(kernel, seed):
+    # Random strides (1..4, often unequal), dilations, asymmetric pads, output_padding, groups and sizes: the
+    # stride-phase accumulator planes and the per-tap column ranges against the int64 reference.
+    rng = np.random.default_rng(1000 + seed)
+    for _ in range(8):
+        g = int(rng.integers(1, 3))
+        c, mg = g * int(rng.integers(1, 5)), int(rng.integers(1, 5))
+        kh, kw = (int(v) for v in rng.integers(1, 5, 2))
+        sh, sw = (int(v) for v in rng.integers(1, 5, 2))
+        dh, dw = (int(v) for v in rng.integers(1, 3, 2))
+        h, w = (int(v) for v in rng.integers(1, 7, 2))
+        p = [int(rng.integers(0, dh * (kh - 1) + 1)), int(rng.integers(0, dw * (kw - 1) + 1))]
+        p += [int(rng.integers(0, dh * (kh - 1) + 1)), int(rng.integers(0, dw * (kw - 1) + 1))]
+        op = [int(rng.integers(0, max(sh, dh))), int(rng.integers(0, max(sw, dw)))]
+        oh = (h - 1) * sh + dh * (kh - 1) + 1 + op[0] - p[0] - p[2]
+        ow = (w - 1) * sw + dw * (kw - 1) + 1 + op[1] - p[1] - p[3]
+        if oh < 1 or ow < 1:
+            continue
+        x = int8_data(rng, (int(rng.integers(1, 3)), c, h, w), extreme=0.3)
+        wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
+        b = rng.integers(-5000, 5000, mg * g).astype(np.int32)
+        args = dict(strides=[sh, sw], pads=p, dilations=[dh, dw], group=g, kernel=kernel, transposed=True)
+        args["output_padding"] = op
+        cfg = (x.shape, wt.shape, args)
+        acc = ref.conv_transpose2d_acc(x, wt, None, (sh, sw), tuple(p), (dh, dw), tuple(op), g)
+        assert_bitexact(_C.conv2d(x, wt, b, kind="raw", **args), acc.astype(np.int32)), cfg
+        got = _C.conv2d(x, wt, b, kind="int8", ratio=1.0 / 64, **args)
+        assert_bitexact(got, _requant(acc, b, 1.0 / 64, -128, 127).astype(np.int8)), cfg
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("stride,c,k", [(1, 16384, 3), (2, 40000, 4)])
+def test_conv_transpose_core_sums_beyond_int32(kernel, stride, c, k):
+    # Stride 1: 16384 input channels x 3x3 taps, an output sums 147456 products of -128 * -128 = 2.4e9 > 2^31;
+    # stride 2: 40000 channels x the 4 taps of a 4x4 kernel that reach an output, 2.6e9. col2im must accumulate in
+    # int64 here (int32 is used only when cg * kh * kw < 2^17 guarantees it cannot overflow).
+    m = 2
+    x = np.full((1, c, 3, 3), -128, np.int8)
+    wt = np.full((c, m, k, k), -128, np.int8)
+    wt[:, 1] = 127
+    b = np.array([7, -7], np.int32)
+    args = dict(strides=[stride] * 2, pads=[1, 1, 1, 1], dilations=[1, 1], group=1, kernel=kernel, transposed=True)
+    acc = ref.conv_transpose2d_acc(x, wt, None, (stride, stride), (1, 1, 1, 1), (1, 1), (0, 0), 1)
+    assert acc.max() > 2**31 and acc.min() < -(2**31)  # the case really exceeds int32 both ways
+    got = _C.conv2d(x, wt, b, kind="float", fscale=1.0, **args)
+    assert_bitexact(got, (acc.astype(np.float64) + b[None, :, None, None]).astype(np.float32))
+    got = _C.conv2d(x, wt, b, kind="int32", ratio=0.5, lo=-(2**31), hi=2**31 - 1, **args)
+    assert_bitexact(got, _requant(acc, b, 0.5, -(2**31), 2**31 - 1).astype(np.int32))

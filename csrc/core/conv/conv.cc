@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -11,6 +12,7 @@
 
 #include "core/conv/depthwise_kernels.h"
 #include "core/conv/dwnhwc.h"
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/scratch.h"
 
@@ -331,6 +333,8 @@ ConvTranspose2d::ConvTranspose2d(const int8_t* w, int64_t c, int64_t mg, const C
   if (c % a.group != 0) throw_error("weights have ", c, " input channels, not a multiple of group ", a.group);
   const int64_t cg = c / a.group;
   const int64_t khw = a.kh * a.kw;
+  // Each output sums at most cg * kh * kw products of magnitude <= 128 * 128 = 2^14 (fewer with strides).
+  acc32_ = cg <= (int64_t{1} << 17) && checked_mul(cg, khw, "transposed convolution reduction") < (int64_t{1} << 17);
   // Rows r = (oc, i, j) of group g, reduction over the group's input channels: W_t[r][ic] = w[ic][oc][i][j].
   for (int64_t g = 0; g < a.group; ++g)
     packed_.push_back(gemm::pack_weights_strided(w + g * cg * mg * khw, mg * khw, cg, 1, mg * khw,
@@ -344,8 +348,113 @@ Shape ConvTranspose2d::output_shape(const Shape& x) const {
   return {x[0], mg_ * a_.group, oh, ow};
 }
 
+namespace {
+
+// floor(v) for v already clamped to an int32 range (the saturation bounds of o_bits <= 32): truncation toward
+// zero, then one step down for a negative non-integer. Written without branches so that it vectorizes (SSE2
+// cvttpd2dq / cmppd): the data decides the step, and a mispredicted branch per element cost more than the rest of
+// the transposed convolution.
+inline int32_t floor_clamped(double v) {
+  const int32_t t = static_cast<int32_t>(v);
+  return t - static_cast<int32_t>(static_cast<double>(t) > v);
+}
+
+// One output row of the transposed convolution: the epilogue of store_scalar_wide (same float64 arithmetic, the
+// saturation applied before the floor, which is the same for integer bounds because floor is monotonic) with the
+// output kind chosen once per row instead of per element.
+template <typename Acc>
+void store_row(const gemm::Epilogue& ep, const Acc* acc, int64_t n, int32_t bias, char* dst) {
+  using gemm::OutKind;
+  const double b = static_cast<double>(bias);
+  switch (ep.kind) {
+    case OutKind::kRaw: {
+      auto* o = reinterpret_cast<int32_t*>(dst);
+      for (int64_t q = 0; q < n; ++q)
+        o[q] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(static_cast<int64_t>(acc[q]))));
+      return;
+    }
+    case OutKind::kFloat: {
+      auto* o = reinterpret_cast<float*>(dst);
+      if (ep.fdiv != 0.0) {
+        for (int64_t q = 0; q < n; ++q) o[q] = static_cast<float>((static_cast<double>(acc[q]) + b) / ep.fdiv);
+      } else {
+        for (int64_t q = 0; q < n; ++q) o[q] = static_cast<float>((static_cast<double>(acc[q]) + b) * ep.fscale);
+      }
+      return;
+    }
+    default: break;
+  }
+  // Saturation bounds within int32 (o_bits <= 32 always gives such bounds; the clamp keeps the cast defined).
+  const double lo = std::max(ep.lo, -2147483648.0), hi = std::min(ep.hi, 2147483647.0), r = ep.ratio;
+  auto q_of = [&](Acc a) {
+    const double v = (static_cast<double>(a) + b) * r + 0.5;
+    return floor_clamped(std::max(lo, std::min(hi, v)));
+  };
+  int64_t q = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<Acc, int32_t>) {
+    // Four at a time in SSE2 (the baseline ISA), the same float64 operations as q_of in the same order.
+    const __m128d vb = _mm_set1_pd(b), vr = _mm_set1_pd(r), half = _mm_set1_pd(0.5);
+    const __m128d vlo = _mm_set1_pd(lo), vhi = _mm_set1_pd(hi);
+    auto two = [&](__m128i a2) {  // the low two int32 lanes of a2 -> their two int32 results in the low lanes
+      __m128d v = _mm_add_pd(_mm_mul_pd(_mm_add_pd(_mm_cvtepi32_pd(a2), vb), vr), half);
+      v = _mm_max_pd(vlo, _mm_min_pd(vhi, v));
+      const __m128i t = _mm_cvttpd_epi32(v);
+      const __m128d gt = _mm_cmpgt_pd(_mm_cvtepi32_pd(t), v);  // all-ones 64-bit lanes where t > v
+      return _mm_add_epi32(t, _mm_shuffle_epi32(_mm_castpd_si128(gt), _MM_SHUFFLE(3, 3, 2, 0)));
+    };
+    for (; q + 4 <= n; q += 4) {
+      const __m128i a4 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + q));
+      const __m128i r4 = _mm_unpacklo_epi64(two(a4), two(_mm_unpackhi_epi64(a4, a4)));
+      if (ep.kind == OutKind::kInt8) {
+        const __m128i p16 = _mm_packs_epi32(r4, r4);  // in range already: the packs do not saturate
+        const __m128i p = _mm_packs_epi16(p16, p16);
+        const int32_t v4 = _mm_cvtsi128_si32(p);
+        std::memcpy(dst + q, &v4, 4);
+      } else if (ep.kind == OutKind::kInt16) {
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(dst + 2 * q), _mm_packs_epi32(r4, r4));
+      } else {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 4 * q), r4);
+      }
+    }
+  }
+#endif
+  if (ep.kind == OutKind::kInt8) {
+    auto* o = reinterpret_cast<int8_t*>(dst);
+    for (; q < n; ++q) o[q] = static_cast<int8_t>(q_of(acc[q]));
+  } else if (ep.kind == OutKind::kInt16) {
+    auto* o = reinterpret_cast<int16_t*>(dst);
+    for (; q < n; ++q) o[q] = static_cast<int16_t>(q_of(acc[q]));
+  } else {
+    auto* o = reinterpret_cast<int32_t*>(dst);
+    for (; q < n; ++q) o[q] = static_cast<int32_t>(q_of(acc[q]));
+  }
+}
+
+// Input columns iw in [lo, hi) whose output column iw * s + off lies in [0, ow).
+inline void tap_range(int64_t off, int64_t s, int64_t w, int64_t ow, int64_t* lo, int64_t* hi) {
+  // iw * s + off >= 0  <=>  iw >= ceil(-off / s);  iw * s + off <= ow - 1  <=>  iw <= floor((ow - 1 - off) / s)
+  const int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+  const int64_t bnum = ow - 1 - off;
+  const int64_t b = bnum < 0 ? -1 : bnum / s;
+  *lo = std::max<int64_t>(a, 0);
+  *hi = std::min<int64_t>(b + 1, w);
+  if (*hi < *lo) *hi = *lo;
+}
+
+}  // namespace
+
 void ConvTranspose2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const Parallel& par,
                           Kernel kernel) const {
+  if (acc32_)
+    run_acc<int32_t>(x, xs, ep, out, par, kernel);
+  else
+    run_acc<int64_t>(x, xs, ep, out, par, kernel);
+}
+
+template <typename Acc>
+void ConvTranspose2d::run_acc(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const Parallel& par,
+                              Kernel kernel) const {
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], h = xs[2], w = xs[3], oh = os[2], ow = os[3], m = os[1];
   const int64_t cg = c_ / a_.group;
@@ -359,6 +468,7 @@ void ConvTranspose2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, 
   Epilogue raw;
   raw.kind = gemm::OutKind::kRaw;
   const size_t out_tasks = tasks_for(mg_, khw * pin);
+  // int64 scratch either way (its slot's type); an int32 accumulator uses the first half of each task's part.
   int64_t* const acc_all = thread_scratch_as<int64_t>(ScratchSlot::kConvTransposeAcc, out_tasks * static_cast<size_t>(pout));
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t g = 0; g < a_.group; ++g) {
@@ -372,24 +482,62 @@ void ConvTranspose2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, 
             return static_cast<const uint8_t*>(scratch);
           },
           raw, sums, pin, par, kernel);
-      // col2im: every (oc, i, j, input pixel) adds into output pixel (ih*s - p + i*d, iw*s - p + j*d).
+      // col2im: every (oc, i, j, input pixel) adds into output pixel (ih*s - p + i*d, iw*s - p + j*d); the input
+      // columns that land inside the output are computed once per tap, so the inner loop has no test. With a
+      // stride, the accumulator is kept as stride-phase planes (output (y, x) in plane (y % sh, x % sw) at
+      // (y / sh, x / sw)): every tap then adds a contiguous run (vectorizable) instead of a strided one, and the
+      // planes are interleaved back row by row just before the epilogue.
+      const bool phased = std::is_same_v<Acc, int32_t> && (a_.sh > 1 || a_.sw > 1);
+      const int64_t sh = phased ? a_.sh : 1, sw = phased ? a_.sw : 1;
+      // Plane (ry, rx): ph(ry) rows of pw(rx) columns, starting at rows_before(ry) * ow + ph(ry) * cols_before(rx).
+      auto ph = [&](int64_t ry) { return (oh - ry + sh - 1) / sh; };
+      auto pw = [&](int64_t rx) { return (ow - rx + sw - 1) / sw; };
+      auto plane_base = [&](int64_t ry, int64_t rx) {
+        const int64_t rows_before = (oh / sh) * ry + std::min(oh % sh, ry);
+        const int64_t cols_before = (ow / sw) * rx + std::min(ow % sw, rx);
+        return rows_before * ow + ph(ry) * cols_before;
+      };
+      auto pmod = [](int64_t v, int64_t q) { return ((v % q) + q) % q; };
       par(out_tasks, [&](size_t t) {
-        int64_t* acc = acc_all + t * static_cast<size_t>(pout);
+        Acc* acc = reinterpret_cast<Acc*>(acc_all + t * static_cast<size_t>(pout));
+        // The int64 scratch of this task holds 2 * pout int32: the phased path's row buffer is the second half.
+        Acc* rowbuf = acc + pout;
         const int64_t o0 = mg_ * static_cast<int64_t>(t) / static_cast<int64_t>(out_tasks);
         const int64_t o1 = mg_ * static_cast<int64_t>(t + 1) / static_cast<int64_t>(out_tasks);
         for (int64_t oc = o0; oc < o1; ++oc) {
-          std::fill(acc, acc + pout, 0);
+          std::fill(acc, acc + pout, Acc{0});
           for (int64_t i = 0; i < a_.kh; ++i) {
             for (int64_t j = 0; j < a_.kw; ++j) {
               const int32_t* s = sums + ((oc * a_.kh + i) * a_.kw + j) * pin;
+              const int64_t xoff = j * a_.dw - a_.pl;
+              int64_t iw0 = 0, iw1 = 0;
+              tap_range(xoff, a_.sw, w, ow, &iw0, &iw1);
+              if (iw0 >= iw1) continue;
+              const int64_t yoff = i * a_.dh - a_.pt;
+              if (phased) {
+                const int64_t ry = pmod(yoff, sh), rx = pmod(xoff, sw);
+                const int64_t fy = (yoff - ry) / sh, fx = (xoff - rx) / sw;
+                const int64_t stride = pw(rx);
+                Acc* plane = acc + plane_base(ry, rx) + fx;  // + py * stride + iw, inside for valid (y, x)
+                for (int64_t ih = 0; ih < h; ++ih) {
+                  const int64_t y = ih * a_.sh + yoff;
+                  if (y < 0 || y >= oh) continue;
+                  Acc* prow = plane + (ih + fy) * stride;
+                  const int32_t* srow = s + ih * w;
+                  for (int64_t iw = iw0; iw < iw1; ++iw) prow[iw] += static_cast<Acc>(srow[iw]);
+                }
+                continue;
+              }
               for (int64_t ih = 0; ih < h; ++ih) {
-                const int64_t y = ih * a_.sh - a_.pt + i * a_.dh;
+                const int64_t y = ih * a_.sh + yoff;
                 if (y < 0 || y >= oh) continue;
-                int64_t* arow = acc + y * ow;
+                Acc* arow = acc + y * ow;  // arow[iw * sw + xoff] for iw in [iw0, iw1) is inside the row
                 const int32_t* srow = s + ih * w;
-                for (int64_t iw = 0; iw < w; ++iw) {
-                  const int64_t xo = iw * a_.sw - a_.pl + j * a_.dw;
-                  if (xo >= 0 && xo < ow) arow[xo] += srow[iw];
+                if (a_.sw == 1) {
+                  for (int64_t iw = iw0; iw < iw1; ++iw) arow[iw + xoff] += static_cast<Acc>(srow[iw]);
+                } else {
+                  const int64_t asw = a_.sw;
+                  for (int64_t iw = iw0; iw < iw1; ++iw) arow[iw * asw + xoff] += static_cast<Acc>(srow[iw]);
                 }
               }
             }
@@ -397,7 +545,19 @@ void ConvTranspose2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, 
           const int64_t ch = g * mg_ + oc;
           const int32_t bias = ep.bias ? ep.bias[ch] : 0;
           char* dst = static_cast<char*>(out) + (b * m + ch) * pout * es;
-          for (int64_t q = 0; q < pout; ++q) gemm::store_scalar_wide(ep, acc[q], bias, dst, q);
+          if (!phased) {
+            store_row<Acc>(ep, acc, pout, bias, dst);
+            continue;
+          }
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t ry = y % sh, py = y / sh;
+            for (int64_t rx = 0; rx < sw; ++rx) {
+              const Acc* src = acc + plane_base(ry, rx) + py * pw(rx);
+              const int64_t n_rx = pw(rx);
+              for (int64_t px = 0; px < n_rx; ++px) rowbuf[px * sw + rx] = src[px];
+            }
+            store_row<Acc>(ep, rowbuf, ow, bias, dst + y * ow * es);
+          }
         }
       });
     }

@@ -78,8 +78,13 @@ class ConvTranspose2d {
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
 
  private:
+  template <typename Acc>
+  void run_acc(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const gemm::Parallel& par,
+               gemm::Kernel kernel) const;
+
   ConvAttrs a_;
   int64_t c_, mg_;
+  bool acc32_ = false;  // every output's sum fits int32 (cg * kh * kw * 128 * 128 < 2^31): col2im in int32
   std::vector<gemm::PackedWeights> packed_;  // per group: rows (oc, i, j), k = input channel of the group
 };
 

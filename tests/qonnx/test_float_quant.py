@@ -386,6 +386,20 @@ def test_against_qonnx_special_and_per_channel(rng):
 
 
 @needs_qonnx
+@pytest.mark.parametrize("max_val", [0.0, -0.0])
+def test_zero_formula_max_ties_with_signed_zero_max_val(isa, max_val):
+    """A bias so large that 2^(2^E - 1 - B) underflows makes qonnx's formula max +0; np.minimum(+0, max_val)
+    returns max_val on the tie, so max_val = -0.0 flips the sign of every clipped zero."""
+    x = np.array([1.0, -1.0, 0.0, -0.0, 0.5, 3.0, -7.0], F32)
+    args = (F32(1), F32(3), F32(2), F32(160), F32(max_val))
+    want = _qonnx(x, *args)
+    assert np.signbit(want[0]) == np.signbit(F32(max_val))  # the tie really decides the sign
+    assert_bitexact(kernels.float_quant(x, *args), want)
+    (got,) = run_node("FloatQuant", DOMAINS[0], [x, *args])
+    assert_bitexact(got, want)
+
+
+@needs_qonnx
 def test_against_qonnx_execute_node(rng):
     inputs = _node_inputs(rng, "E5M2")
     attrs = {"rounding_mode": "Half_Even", "has_inf": 1, "has_nan": 0, "has_subnormal": 1, "saturation": 0}

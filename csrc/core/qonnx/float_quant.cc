@@ -92,7 +92,9 @@ FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& e_b
       p.hi[o] = p.y_hi[o] = p.y_lo[o] = std::numeric_limits<float>::quiet_NaN();
       return;
     }
-    const double maxv = static_cast<double>(mv) < formula ? static_cast<double>(mv) : formula;
+    // np.minimum returns its second operand on a tie: a formula max of +0 (2^(2^E - 1 - B) underflows) with
+    // max_val = -0.0 gives -0.0, which decides the sign of clipped zeros.
+    const double maxv = formula < static_cast<double>(mv) ? formula : static_cast<double>(mv);
     // Largest float32 <= maxv: for float32 q, q > maxv iff q > hi, and q < -maxv iff q < -hi.
     float hi = static_cast<float>(maxv);
     if (static_cast<double>(hi) > maxv) hi = std::nextafter(hi, -std::numeric_limits<float>::infinity());

@@ -305,11 +305,16 @@ def test_bad_format_parameters(const):
 
 
 def test_wrong_dtype_is_refused():
-    for i, bad in ((0, np.ones(3, np.float64)), (2, np.int32(4)), (5, np.float64(448))):
+    """float64, int32 and int64 inputs are accepted (test_float_quant_wide.py); these are not."""
+    for i, bad, word in (
+        (0, np.ones(3, np.int64), "in0"),  # onnxruntime's type error names the graph input
+        (2, np.uint8(4), "exponent_bitwidth"),
+        (5, np.float16(448), "max_val"),  # float16 parameters need a float16 X and all five float16
+    ):
         inputs = [np.ones(3, F32), F32(1), F32(4), F32(3), F32(7), F32(448)]
         inputs[i] = bad
         msg = _run_error(_model(inputs=inputs))
-        assert "floatquant_node" in msg and f"in{i}" in msg
+        assert "floatquant_node" in msg and word in msg, msg
 
 
 def test_unbroadcastable_shapes():

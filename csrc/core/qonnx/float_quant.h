@@ -25,6 +25,7 @@
 //   max is inf, so max_val decides). The clip and the product with the scale are exact, as in float64.
 // - scale float32: numpy promotes to float32 at v = X / scale, so X (and max_val) may be float16, converted
 //   exactly; the float32 formula follows. E and B both float16 give the formula max in float16 arithmetic.
+// float64 / int32 / int64 inputs: float_quant_wide in core/qonnx/wide_params.h (a scalar loop, numpy's dtypes).
 #pragma once
 #include <cstdint>
 #include <vector>

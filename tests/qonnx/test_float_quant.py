@@ -405,6 +405,31 @@ def test_zero_formula_max_ties_with_signed_zero_max_val(isa, max_val):
 
 
 @needs_qonnx
+@pytest.mark.parametrize("x_dtype", [F32, np.float16])
+def test_signed_zero_max_val_of_several_elements(isa, x_dtype):
+    """np.clip has two signed-zero rules: with one-element bounds a value equal to a bound keeps its sign, with
+    larger bounds it takes the bound's. So a per-channel max_val of +-0 turns every value but NaN into that zero
+    (times the scale), a one-element one keeps the sign of a zero q. Also for the all-float16 form."""
+    x = np.array([1.0, -1.0, 0.0, -0.0, 0.5, -3.0, np.nan, np.inf, 1e-3], x_dtype)
+    x = np.tile(x, (4, 1))
+    p_dtype = F32 if x_dtype == F32 else np.float16
+    for mv in (
+        np.array([[0.0], [-0.0], [448.0], [-1.0]], p_dtype),
+        np.array([0.0, -0.0, 448.0, -0.0, 0.0, 6.0, -0.0, 0.0, 0.0], p_dtype),
+        np.array([-0.0], p_dtype),
+    ):
+        for scale in (p_dtype(1), p_dtype(-0.5), np.array([[1.0], [-2.0], [0.0], [np.inf]], p_dtype)):
+            args = (scale, p_dtype(4), p_dtype(3), p_dtype(7), mv)
+            for sat, inf, nan in OVERFLOWS:
+                want = _qonnx(x, *args, "ROUND", inf, nan, sat)
+                got = kernels.float_quant(x, *args, has_inf=inf, has_nan=nan, saturation=sat)
+                assert_bitexact(got, want)
+                attrs = {"has_inf": int(inf), "has_nan": int(nan), "saturation": int(sat)}
+                (y,) = run_node("FloatQuant", DOMAINS[0], [x, *args], const=[False] + [True] * 5, attrs=attrs)
+                assert_bitexact(y, want)
+
+
+@needs_qonnx
 def test_against_qonnx_execute_node(rng):
     inputs = _node_inputs(rng, "E5M2")
     attrs = {"rounding_mode": "Half_Even", "has_inf": 1, "has_nan": 0, "has_subnormal": 1, "saturation": 0}

@@ -128,6 +128,15 @@ def _handwritten() -> list[Seed]:
         {"rounding_mode": "ROUND", "has_inf": 0, "has_nan": 1, "has_subnormal": 1, "saturation": 1},
         [F],
     )
+    add(  # the float64 path (QKeras/hls4ml-style float64 and int64 parameters), some of them runtime inputs
+        "q_floatquant_wide",
+        "FloatQuant",
+        Q,
+        [x, s(0.37, np.float64), s(4, np.int64), s(3.0, np.float64), s(7.0, np.float64), s(448.0, np.float64)],
+        [False, True, False, True, True, False],
+        {"rounding_mode": "FLOOR", "has_inf": 1, "has_nan": 0, "has_subnormal": 0, "saturation": 0},
+        [F],
+    )
     add(
         "q_multithreshold",
         "MultiThreshold",

@@ -305,11 +305,16 @@ def test_bad_format_parameters(const):
 
 
 def test_wrong_dtype_is_refused():
-    for i, bad in ((0, np.ones(3, np.float64)), (2, np.int32(4)), (5, np.float64(448))):
+    """float64, int32 and int64 inputs are accepted (test_float_quant_wide.py); these are not."""
+    for i, bad, word in (
+        (0, np.ones(3, np.int64), "in0"),  # onnxruntime's type error names the graph input
+        (2, np.uint8(4), "exponent_bitwidth"),
+        (5, np.float16(448), "max_val"),  # float16 parameters need a float16 X and all five float16
+    ):
         inputs = [np.ones(3, F32), F32(1), F32(4), F32(3), F32(7), F32(448)]
         inputs[i] = bad
         msg = _run_error(_model(inputs=inputs))
-        assert "floatquant_node" in msg and f"in{i}" in msg
+        assert "floatquant_node" in msg and word in msg, msg
 
 
 def test_unbroadcastable_shapes():
@@ -383,6 +388,45 @@ def test_against_qonnx_special_and_per_channel(rng):
             want = _qonnx(xs, *args, "ROUND", inf, nan, sat)
             mask = ~_log2_region(xs, F32(scale))
             assert_bitexact(got[mask], want[mask])
+
+
+@needs_qonnx
+@pytest.mark.parametrize("max_val", [0.0, -0.0])
+def test_zero_formula_max_ties_with_signed_zero_max_val(isa, max_val):
+    """A bias so large that 2^(2^E - 1 - B) underflows makes qonnx's formula max +0; np.minimum(+0, max_val)
+    returns max_val on the tie, so max_val = -0.0 flips the sign of every clipped zero."""
+    x = np.array([1.0, -1.0, 0.0, -0.0, 0.5, 3.0, -7.0], F32)
+    args = (F32(1), F32(3), F32(2), F32(160), F32(max_val))
+    want = _qonnx(x, *args)
+    assert np.signbit(want[0]) == np.signbit(F32(max_val))  # the tie really decides the sign
+    assert_bitexact(kernels.float_quant(x, *args), want)
+    (got,) = run_node("FloatQuant", DOMAINS[0], [x, *args])
+    assert_bitexact(got, want)
+
+
+@needs_qonnx
+@pytest.mark.parametrize("x_dtype", [F32, np.float16])
+def test_signed_zero_max_val_of_several_elements(isa, x_dtype):
+    """np.clip has two signed-zero rules: with one-element bounds a value equal to a bound keeps its sign, with
+    larger bounds it takes the bound's. So a per-channel max_val of +-0 turns every value but NaN into that zero
+    (times the scale), a one-element one keeps the sign of a zero q. Also for the all-float16 form."""
+    x = np.array([1.0, -1.0, 0.0, -0.0, 0.5, -3.0, np.nan, np.inf, 1e-3], x_dtype)
+    x = np.tile(x, (4, 1))
+    p_dtype = F32 if x_dtype == F32 else np.float16
+    for mv in (
+        np.array([[0.0], [-0.0], [448.0], [-1.0]], p_dtype),
+        np.array([0.0, -0.0, 448.0, -0.0, 0.0, 6.0, -0.0, 0.0, 0.0], p_dtype),
+        np.array([-0.0], p_dtype),
+    ):
+        for scale in (p_dtype(1), p_dtype(-0.5), np.array([[1.0], [-2.0], [0.0], [np.inf]], p_dtype)):
+            args = (scale, p_dtype(4), p_dtype(3), p_dtype(7), mv)
+            for sat, inf, nan in OVERFLOWS:
+                want = _qonnx(x, *args, "ROUND", inf, nan, sat)
+                got = kernels.float_quant(x, *args, has_inf=inf, has_nan=nan, saturation=sat)
+                assert_bitexact(got, want)
+                attrs = {"has_inf": int(inf), "has_nan": int(nan), "saturation": int(sat)}
+                (y,) = run_node("FloatQuant", DOMAINS[0], [x, *args], const=[False] + [True] * 5, attrs=attrs)
+                assert_bitexact(y, want)
 
 
 @needs_qonnx

@@ -30,6 +30,24 @@ FloatQuantRow row_at(const FloatQuantParams& p, int64_t off) {
   return {p.scale.data() + off, p.hi.data() + off, p.y_hi.data() + off, p.y_lo.data() + off};
 }
 
+// np.clip with bounds of several elements (FloatQuantParams::zero_bound): where maxv is +-0, every q but NaN
+// becomes maxv, whose output is y_hi. The loops gave q * scale for a zero q (the one-element rule) and y_hi / y_lo
+// beyond the bounds. Saturating: every output that is not NaN becomes y_hi (a NaN one has q NaN, or y_hi is NaN
+// too). has_inf / has_nan: values beyond stay +-inf / NaN; only a zero q (output +-0 * scale, the only zero
+// outputs there) becomes y_hi.
+void patch_zero_bounds(const BroadcastPlan& plan, const FloatQuantParams& p, float* y, int64_t begin, int64_t end,
+                       FloatOverflow overflow) {
+  for_each_segment(plan, begin, end, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<size_t>(offs[1] + i * st[1]);
+      if (!p.zero_bound[k]) continue;
+      float& out = y[o + i];
+      const bool patch = overflow == FloatOverflow::kSaturate ? !std::isnan(out) : out == 0.0f;
+      if (patch) out = p.y_hi[k];
+    }
+  });
+}
+
 }  // namespace
 
 FloatOverflow float_quant_overflow(bool saturation, bool has_inf, bool has_nan) {
@@ -82,6 +100,7 @@ FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& e_b
       e_bits.is_f16 && bias.is_f16 ? float_quant_formula_max_half(E, M, B) : float_quant_formula_max(E, M, B);
   const auto n = static_cast<size_t>(shape_size(p.shape));
   for (auto* v : {&p.scale, &p.hi, &p.y_hi, &p.y_lo}) v->resize(n);
+  const bool several_bounds = max_val.size() > 1;
   for_each_broadcast(p.shape, {scale.shape, max_val.shape}, [&](int64_t o, const int64_t* idx) {
     const float sc = scale.f32(idx[0]);
     const float mv = max_val.f32(idx[1]);
@@ -92,7 +111,9 @@ FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& e_b
       p.hi[o] = p.y_hi[o] = p.y_lo[o] = std::numeric_limits<float>::quiet_NaN();
       return;
     }
-    const double maxv = static_cast<double>(mv) < formula ? static_cast<double>(mv) : formula;
+    // np.minimum returns its second operand on a tie: a formula max of +0 (2^(2^E - 1 - B) underflows) with
+    // max_val = -0.0 gives -0.0, which decides the sign of clipped zeros.
+    const double maxv = formula < static_cast<double>(mv) ? formula : static_cast<double>(mv);
     // Largest float32 <= maxv: for float32 q, q > maxv iff q > hi, and q < -maxv iff q < -hi.
     float hi = static_cast<float>(maxv);
     if (static_cast<double>(hi) > maxv) hi = std::nextafter(hi, -std::numeric_limits<float>::infinity());
@@ -101,6 +122,10 @@ FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& e_b
     p.scale[o] = sc;
     p.hi[o] = hi;
     p.y_hi[o] = yh;
+    if (several_bounds && maxv == 0.0) {
+      if (p.zero_bound.empty()) p.zero_bound.resize(n, 0);
+      p.zero_bound[static_cast<size_t>(o)] = 1;
+    }
     // clip(q, -maxv, maxv) with -maxv > maxv (a negative max_val) gives maxv for every q, as numpy's clip does.
     p.y_lo[o] = maxv < 0 ? yh : -yh;
   });
@@ -119,6 +144,7 @@ void float_quant(const BroadcastPlan& plan, const float* x, const FloatQuantPara
         fn(x + offs[0], row_at(p, offs[1] + i * st[1]), 0, y + o + i, 1, p.mantissa, p.emin, mode, overflow);
     }
   });
+  if (!p.zero_bound.empty()) patch_zero_bounds(plan, p, y, begin, end, overflow);
 }
 
 void float_quant(const BroadcastPlan& plan, const void* x, bool x16, const FloatQuantParams& p, float* y,
@@ -140,6 +166,7 @@ void float_quant(const BroadcastPlan& plan, const void* x, bool x16, const Float
         fn(xh + offs[0], row_at(p, offs[1] + i * st[1]), 0, y + o + i, 1, p.mantissa, p.emin, mode, overflow);
     }
   });
+  if (!p.zero_bound.empty()) patch_zero_bounds(plan, p, y, begin, end, overflow);
 }
 
 }  // namespace ortquant::qonnx

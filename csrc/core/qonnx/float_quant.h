@@ -6,6 +6,8 @@
 //   maxv = min((2 - 2^-M) * 2^(2^E - 1 - B), max_val)                  float64, as numpy computes it
 //   saturation=1: q = clip(q, -maxv, maxv)
 //   saturation=0: values beyond +-maxv become +-inf (has_inf) or NaN (has_nan; q = +-inf also NaN)
+//   signed zeros as np.clip gives them: a one-element max_val keeps a zero q's sign, a larger one makes every q
+//   (but NaN) equal to a maxv of +-0
 //   y = q * scale                                                      float64 product rounded to float32
 // floor(log2(.)) is the exact binary exponent of the float32 |v| + FLT_MIN (decision 7). qonnx uses a float32
 // log2, which rounds up to the next integer for values up to 44 ulps below a power of two (1 ulp near 2^3,
@@ -25,6 +27,7 @@
 //   max is inf, so max_val decides). The clip and the product with the scale are exact, as in float64.
 // - scale float32: numpy promotes to float32 at v = X / scale, so X (and max_val) may be float16, converted
 //   exactly; the float32 formula follows. E and B both float16 give the formula max in float16 arithmetic.
+// float64 / int32 / int64 inputs: float_quant_wide in core/qonnx/wide_params.h (a scalar loop, numpy's dtypes).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -48,6 +51,10 @@ struct FloatQuantParams {
   // maxv (compare bound), and the outputs of a value clipped to +maxv and to -maxv (float64 products rounded).
   std::vector<float> scale, hi, y_hi, y_lo;
   bool half = false;  // scale float16: the float16 pipeline (X must be float16)
+  // Per element, only when max_val has several elements and some maxv is +-0 (else empty): numpy's clip with
+  // bounds of several elements returns the bound on a tie, so there every q but NaN becomes maxv (also a zero q,
+  // which the loops' one-element rule keeps); float_quant() patches those outputs afterwards.
+  std::vector<uint8_t> zero_bound;
 };
 
 FloatQuantParams float_quant_params(const NumTensor& scale, const NumTensor& exponent_bitwidth,

@@ -1,5 +1,6 @@
 #include "core/qonnx/wide_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -234,6 +235,135 @@ void trunc_wide(const WideTensor& x, const WideTensor& s, const WideTensor& z, c
                 const Shape& out, float* y) {
   dispatch_round_mode(mode, [&](auto m) {
     trunc_wide_impl<decltype(m)::value>(x, s, z, in_bw, in4, out_bw, is_signed, narrow, out, y);
+  });
+}
+
+// ---- FloatQuant ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// One integer-valued element of a FloatQuant format parameter (same rule and message as the float32 path).
+int32_t float_format_param(const WideTensor& t, const char* what, int32_t lo, int32_t hi) {
+  if (shape_size(t.shape) != 1)
+    throw_error("input ", what, " must have exactly one element, got shape ", shape_str(t.shape));
+  if (t.is_int()) {
+    const int64_t v = t.i64(0);
+    if (v < lo || v > hi) throw_error("input ", what, " must be an integer in [", lo, ", ", hi, "], got ", v);
+    return static_cast<int32_t>(v);
+  }
+  const double v = t.at(0);
+  if (!std::isfinite(v) || v != std::floor(v) || v < lo || v > hi)
+    throw_error("input ", what, " must be an integer in [", lo, ", ", hi, "], got ", v);
+  return static_cast<int32_t>(v);
+}
+
+// q = s * round(v / s) of one element: v = X / scale and |v| + tiny in T1 (float or double), the grid in T5.
+// Returns NaN for a non-finite |v| + tiny (numpy: log2 gives inf/NaN, s = inf/NaN, v / s = NaN).
+template <RoundMode R, class T1, class T5>
+double float_quant_step(double xv, double sv, int32_t mant, int32_t emin) {
+  const T1 v = static_cast<T1>(xv) / static_cast<T1>(sv);  // float: both are float32 values, converted exactly
+  const T1 a = std::fabs(v) + std::numeric_limits<T1>::min();  // finfo(d1).tiny
+  if (!std::isfinite(a)) return std::numeric_limits<double>::quiet_NaN();
+  int32_t e = static_cast<int32_t>(std::ilogb(a)) - mant;  // a is normal: its exact binary exponent
+  if (e < emin) e = emin;
+  const T5 st = std::ldexp(T5(1), e);  // exp2 of an integer: exact, 0 / inf beyond the range
+  const T5 r = round_value<R>(static_cast<T5>(v) / st);
+  return static_cast<double>(st * r);
+}
+
+template <RoundMode R, class T1, class T5, FloatOverflow O>
+void float_quant_wide_impl(const BroadcastPlan& plan, const WideTensor& x, const WideTensor& s,
+                           const WideTensor& mvt, const FloatQuantWideFormat& f, float* y, int64_t begin,
+                           int64_t end) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
+  const bool one_bound = shape_size(mvt.shape) == 1;  // numpy's two clip loops differ in the sign of zeros
+  for_each_segment(plan, begin, end, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
+    for (int64_t i = 0; i < n; ++i) {
+      const double xv = x.at(offs[0] + i * st[0]);
+      const double sv = s.at(offs[1] + i * st[1]);
+      const double mv = mvt.at(offs[2] + i * st[2]);  // an int64 max_val rounded to float64, as numpy does
+      const double q = float_quant_step<R, T1, T5>(xv, sv, f.mantissa, f.emin);
+      // np.minimum(formula, max_val): NaN propagates, max_val on a tie (signed zeros)
+      const double hi = std::isnan(mv) ? kNan : (f.formula < mv ? f.formula : mv);
+      const double lo = -hi;
+      double c;
+      if (std::isnan(hi)) {
+        c = kNan;  // np.clip with a NaN bound gives NaN everywhere
+      } else if (one_bound) {
+        // np.clip with one-element bounds: max(lo, q), then min(hi, .), each returning its second operand unless
+        // the first is strictly beyond (so a zero q keeps its sign); NaN q stays NaN.
+        c = lo > q ? lo : q;
+        c = hi < c ? hi : c;
+      } else {
+        // np.clip with bounds of several elements: max(q, lo), then min(., hi), each returning the bound on a tie
+        // (so with maxv = +-0 every q but NaN becomes maxv); NaN q stays NaN.
+        c = (std::isnan(q) || q > lo) ? q : lo;
+        c = (std::isnan(c) || c < hi) ? c : hi;
+      }
+      // Either way a negative max_val (-maxv > maxv) turns every q but NaN into maxv.
+      if constexpr (O == FloatOverflow::kInf) {
+        if (q > hi) c = kInf;
+        if (q < lo) c = -kInf;
+      } else if constexpr (O == FloatOverflow::kNan) {
+        if (q > hi || q < lo || std::isinf(q)) c = kNan;
+      }
+      y[o + i] = static_cast<float>(c * sv);
+    }
+  });
+}
+
+template <RoundMode R, class T1, class T5>
+void float_quant_wide_overflow(const BroadcastPlan& plan, const WideTensor& x, const WideTensor& s,
+                               const WideTensor& mv, const FloatQuantWideFormat& f, float* y, int64_t begin,
+                               int64_t end, FloatOverflow overflow) {
+  switch (overflow) {
+    case FloatOverflow::kSaturate:
+      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kSaturate>(plan, x, s, mv, f, y, begin, end);
+    case FloatOverflow::kInf:
+      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kInf>(plan, x, s, mv, f, y, begin, end);
+    case FloatOverflow::kNan:
+      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kNan>(plan, x, s, mv, f, y, begin, end);
+  }
+}
+
+}  // namespace
+
+FloatQuantWideFormat float_quant_wide_format(const WideTensor& e_bits, const WideTensor& m_bits,
+                                             const WideTensor& bias) {
+  const int32_t E = float_format_param(e_bits, "exponent_bitwidth", 0, 64);
+  const int32_t M = float_format_param(m_bits, "mantissa_bitwidth", 0, 52);
+  const int32_t B = float_format_param(bias, "exponent_bias", -(1 << 24), 1 << 24);
+  FloatQuantWideFormat f;
+  f.mantissa = M;
+  f.emin = static_cast<int32_t>(std::clamp<int64_t>(int64_t{1} - B - M, -1100, 1100));
+  f.grid_f32 = m_bits.kind == WideTensor::kF32 && bias.kind == WideTensor::kF32;
+  // max_exponent = (2.0 ** E) - 1.0 - B: 2.0 ** E is exact in either dtype (E <= 64); "- 1.0" runs in E's dtype
+  // (an integer E gives float64); "- B" and 2 ** max_exponent in float32 only when E and B both are float32.
+  // Each float32 step computed in double and rounded once is the float32 operation (2p + 2 <= 53).
+  const bool e_f32 = e_bits.kind == WideTensor::kF32;
+  const bool me_f32 = e_f32 && bias.kind == WideTensor::kF32;
+  double t = std::ldexp(1.0, E) - 1.0;
+  if (e_f32) t = static_cast<double>(static_cast<float>(t));
+  t = t - static_cast<double>(B);
+  const double p = me_f32 ? static_cast<double>(std::pow(2.0f, static_cast<float>(t))) : std::pow(2.0, t);
+  // max_mantissa = sum(2.0 ** arange(0, -M - 1, -1)) is float64 for every dtype of M: 2 - 2^-M exactly.
+  f.formula = (2.0 - std::ldexp(1.0, -M)) * p;
+  return f;
+}
+
+void float_quant_wide(const BroadcastPlan& plan, const WideTensor& x, const WideTensor& s, const WideTensor& max_val,
+                      const FloatQuantWideFormat& f, float* y, int64_t begin, int64_t end, RoundMode mode,
+                      FloatOverflow overflow) {
+  const bool v_f32 = x.kind == WideTensor::kF32 && s.kind == WideTensor::kF32;
+  dispatch_round_mode(mode, [&](auto m) {
+    constexpr RoundMode R = decltype(m)::value;
+    if (v_f32 && f.grid_f32)
+      float_quant_wide_overflow<R, float, float>(plan, x, s, max_val, f, y, begin, end, overflow);
+    else if (v_f32)
+      float_quant_wide_overflow<R, float, double>(plan, x, s, max_val, f, y, begin, end, overflow);
+    else
+      float_quant_wide_overflow<R, double, double>(plan, x, s, max_val, f, y, begin, end, overflow);
   });
 }
 

@@ -13,11 +13,13 @@
 //   BipolarQuant: Y = float32((X >= 0 ? 1 : -1) * scale)
 //   bounds:       a float64 bit width gives min_int/max_int in float64 arithmetic (pow, as numpy), an int64 one
 //                 exactly (at most 62 bits), a float32 one in float32 (as before), all then widened exactly.
+//   FloatQuant:   see float_quant_wide below.
 // These paths are scalar: such models are rare and the cost is the float64 arithmetic itself.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "core/qonnx/float_quant.h"
 #include "core/qonnx/quant.h"
 #include "core/rounding.h"
 #include "core/shape.h"
@@ -96,5 +98,37 @@ struct WideTensor {
 void trunc_wide(const WideTensor& x, const WideTensor& s, const WideTensor& z, const WideTensor& in_bw,
                 const WideTensor& in4, const WideTensor* out_bw, bool is_signed, bool narrow, RoundMode mode,
                 const Shape& out, float* y);
+
+// FloatQuant with any float64 / int32 / int64 input (X float32 or float64; scale, exponent_bitwidth,
+// mantissa_bitwidth, exponent_bias, max_val each float32, float64, int32 or int64). numpy's dtypes in qonnx's
+// float_quant (an int array mixed with a float32 one promotes to float64, like a float64 array):
+//   v = X / scale                      float32 when X and scale are float32, else float64 (call it d1)
+//   a = |v| + finfo(d1).tiny           FLT_MIN or DBL_MIN, in d1
+//   e = max(floor(log2(a)) - M, 1 - B - M)       integers; the exponent of a is exact (decision 7)
+//   s = 2^e; q = s * round(v / s)      float32 when d1, M and B are all float32 (the grid dtype), else float64:
+//                                      0 for e <= -150 / -1075, inf for e >= 128 / 1024
+//   formula = (2 - 2^-M) * 2^(2^E - 1 - B)    2^E - 1 in E's dtype, - B and the power in float32 only when E
+//                                      and B are float32 (else float64); the product in float64
+//   maxv = np.minimum(formula, max_val)       float64 (max_val on a tie, NaN propagates)
+//   clip(q, -maxv, maxv) in float64 with numpy's rules for signed zeros (one rule for a one-element max_val,
+//   another for a larger one; see the .cc), the saturation=0 masks computed on q before the clip,
+//   Y = float32(clipped * scale) (the product in float64).
+struct FloatQuantWideFormat {
+  int32_t mantissa = 0;   // M
+  int32_t emin = 0;       // 1 - B - M, clamped to [-1100, 1100] (2^e is 0 or inf beyond, in either dtype)
+  double formula = 0.0;   // qonnx's compute_max_val in numpy's dtypes
+  bool grid_f32 = false;  // M and B float32: the grid is float32 when X and scale are float32 too
+};
+
+// Validates exponent_bitwidth, mantissa_bitwidth and exponent_bias (one integer element each: E in [0, 64],
+// M in [0, 52], |B| <= 2^24, as on the float32 path) and computes the format. Throws Error naming the input.
+FloatQuantWideFormat float_quant_wide_format(const WideTensor& e_bits, const WideTensor& m_bits,
+                                             const WideTensor& bias);
+
+// The flat output range [begin, end) of FloatQuant on wide inputs; plan over {shape of X, of scale, of max_val}.
+// x is float32 or float64 (an integer X is refused by the kernel); float32 output.
+void float_quant_wide(const BroadcastPlan& plan, const WideTensor& x, const WideTensor& s, const WideTensor& max_val,
+                      const FloatQuantWideFormat& f, float* y, int64_t begin, int64_t end, RoundMode mode,
+                      FloatOverflow overflow);
 
 }  // namespace ortquant::qonnx

@@ -208,6 +208,20 @@ def _quantavgpool_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.FLOAT, shape)
 
 
+# FloatQuant: all float32; X float16 with five float32 or five float16 parameters; or X float32/float64 with each
+# parameter float32, float64, int32 or int64 (numpy's float64 steps, docs/ops.md). Each parameter has its own type
+# variable (float64 and int64 ones mix); the kernel refuses the combinations outside these forms.
+_FLOAT_QUANT_PARAMS = (
+    ("scale", "TS"),
+    ("exponent_bitwidth", "TE"),
+    ("mantissa_bitwidth", "TM"),
+    ("exponent_bias", "TB"),
+    ("max_val", "TV"),
+)
+_FLOAT_QUANT_TYPES = ["tensor(float)", "tensor(float16)", "tensor(double)", "tensor(int32)", "tensor(int64)"]
+_FLOAT_QUANT_PARAM_DOC = "float32 (float16 with a float16 X, all five alike), or float64, int32, int64"
+
+
 def _float_quant_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.FLOAT, broadcast([input_shape(ctx, i) for i in range(6)]))
 
@@ -234,13 +248,7 @@ def ops() -> list[Op]:
         Op(
             "FloatQuant",
             "Minifloat quantize-dequantize with exponent/mantissa widths, bias and max value.",
-            [
-                Param("X", "TX"),
-                *(
-                    Param(n, "TP")
-                    for n in ("scale", "exponent_bitwidth", "mantissa_bitwidth", "exponent_bias", "max_val")
-                ),
-            ],
+            [Param("X", "TX"), *(Param(n, t) for n, t in _FLOAT_QUANT_PARAMS)],
             [Param("Y", F)],
             [
                 _ROUND,
@@ -249,7 +257,10 @@ def ops() -> list[Op]:
                 Attr("has_subnormal", AttrType.INT, 0),
                 Attr("saturation", AttrType.INT, 1),
             ],
-            [("TX", F16, "float32 or float16"), ("TP", F16, "float32, or float16 with a float16 X")],
+            [
+                ("TX", F16_F64, "float32, float16 or float64"),
+                *((t, _FLOAT_QUANT_TYPES, f"{n}: {_FLOAT_QUANT_PARAM_DOC}") for n, t in _FLOAT_QUANT_PARAMS),
+            ],
             infer=_float_quant_infer,
         ),
         Op(

@@ -26,6 +26,9 @@ SHAPES = [
     (1, 1024, 1024),
     (64, 100, 36),
     (3, 200, 1001),
+    (6, 8, 33),  # 8 weight rows: the 8-lane rows kernel, 6 activation rows per pass
+    (11, 9, 40),
+    (17, 24, 12),
     (19, 9, 2),
 ]
 

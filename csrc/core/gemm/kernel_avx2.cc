@@ -163,47 +163,71 @@ void tile_sign(const TileArgs& t) {
 #undef OQ_SOUT
 
 // Rows orientation (activations broadcast, weights in lanes), weights without -128: the same exact vpmaddubsw
-// product, the activation's |x| and sign taken once per row and k-group and used for two 8-lane weight vectors.
-// R (<= 3) rows x 16 lanes per pass: 6 accumulators, no spills. Accumulators start at the lanes' corrections.
-template <int R>
+// product, the activation's |x| and sign taken once per row and k-group and used for the weight vectors.
+// kWide: 16 lanes (two 8-lane weight vectors) x R <= 3 rows per pass, 6 accumulators, no spills; otherwise (8 or
+// fewer weight rows left) 8 lanes x R <= 6 rows, so that a narrow GEMM (LinearInt with few output features) neither
+// computes 8 idle lanes nor runs the epilogue for 3 rows at a time. Accumulators start at the lanes' corrections.
+template <int R, bool kWide>
 void rows_sign_pass(const TileArgs& t, int r0, int c0) {
+  static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
-  const __m256i ch = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8));
-  __m256i l0 = cl, h0 = ch, l1 = cl, h1 = ch, l2 = cl, h2 = ch;
+  const __m256i ch = kWide ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
+  __m256i l0 = cl, l1 = cl, l2 = cl, l3 = cl, l4 = cl, l5 = cl;
+  __m256i h0 = ch, h1 = ch, h2 = ch;
   const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
   const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
   for (int64_t g = 0; g < t.kgroups; ++g) {
     const __m256i bl = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
-    const __m256i bh = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32));
+    const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
 #define OQ_RS(i)                                                                               \
   if constexpr (R > i) {                                                                       \
     const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
     const __m256i xa = _mm256_abs_epi8(x);                                                     \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bl, x)), ones)); \
-    h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bh, x)), ones)); \
+    if constexpr (kWide)                                                                       \
+      h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bh, x)), ones)); \
   }
-    OQ_RS(0) OQ_RS(1) OQ_RS(2)
+#define OQ_RS_NARROW(i)                                                                        \
+  if constexpr (!kWide && R > i) {                                                             \
+    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(bl, x)), ones)); \
+  }
+    OQ_RS(0) OQ_RS(1) OQ_RS(2) OQ_RS_NARROW(3) OQ_RS_NARROW(4) OQ_RS_NARROW(5)
 #undef OQ_RS
+#undef OQ_RS_NARROW
     a += kMR * 4;
     b += kPanel * 4;
   }
   TileArgs tt = t;
   tt.out = static_cast<char*>(t.out) + r0 * t.ldc * static_cast<int64_t>(out_elem_size(t.ep->kind));
-  const __m256i sl[3] = {l0, l1, l2}, sh[3] = {h0, h1, h2};
+  const __m256i sl[6] = {l0, l1, l2, l3, l4, l5}, sh[3] = {h0, h1, h2};
   const int nl = t.nr - c0 < 8 ? t.nr - c0 : 8;
   epilogue8_any<false>(tt, sl, R, c0, nl);
-  if (t.nr - c0 > 8) epilogue8_any<false>(tt, sh, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
+  if (kWide && t.nr - c0 > 8) epilogue8_any<false>(tt, sh, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
 }
 
 void tile_rows_sign(const TileArgs& t) {
   for (int c0 = 0; c0 < t.nr; c0 += 16) {
+    if (t.nr - c0 <= 8) {  // the last 8 or fewer weight rows: 8 lanes, up to 6 activation rows per pass
+      for (int r0 = 0; r0 < t.mr; r0 += 6) {
+        switch (t.mr - r0) {
+          case 1: rows_sign_pass<1, false>(t, r0, c0); break;
+          case 2: rows_sign_pass<2, false>(t, r0, c0); break;
+          case 3: rows_sign_pass<3, false>(t, r0, c0); break;
+          case 4: rows_sign_pass<4, false>(t, r0, c0); break;
+          case 5: rows_sign_pass<5, false>(t, r0, c0); break;
+          default: rows_sign_pass<6, false>(t, r0, c0); break;
+        }
+      }
+      continue;
+    }
     for (int r0 = 0; r0 < t.mr; r0 += 3) {
       switch (t.mr - r0) {
-        case 1: rows_sign_pass<1>(t, r0, c0); break;
-        case 2: rows_sign_pass<2>(t, r0, c0); break;
-        default: rows_sign_pass<3>(t, r0, c0); break;
+        case 1: rows_sign_pass<1, true>(t, r0, c0); break;
+        case 2: rows_sign_pass<2, true>(t, r0, c0); break;
+        default: rows_sign_pass<3, true>(t, r0, c0); break;
       }
     }
   }

@@ -29,7 +29,7 @@ import os
 
 import numpy as np
 import onnx
-from bench_gemm import compare, session_runner
+from bench_gemm import alternating_medians, compare, session_runner
 from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
@@ -115,7 +115,6 @@ def goals(
     samples: int, threads_list: list[int], batches: list[int], clock: str, planes: bool, only: str, w127: bool
 ) -> int:
     """The issue-11 goal layers: ortquant vs QLinearConv u8 x s8, time ratio ours / peer."""
-    import statistics
     import time
 
     now = time.thread_time if clock == "thread" else time.perf_counter
@@ -157,16 +156,7 @@ def goals(
                     fns.append(session_runner(ours, threads, x, outs[2]))
                     del os.environ["ORTQUANT_CONV_ALGO"]
                 inner = max(1, int(0.01 * 100e9 / (2 * macs)))
-                for f in fns:
-                    f()
-                times: list[list[float]] = [[] for _ in fns]
-                for _ in range(samples):
-                    for t, f in zip(times, fns, strict=True):
-                        t0 = now()
-                        for _ in range(inner):
-                            f()
-                        t.append((now() - t0) / inner)
-                med = [statistics.median(t) for t in times]
+                med = alternating_medians(fns, samples, inner, now)
                 extra = f" {1e3 * med[2]:10.3f} {med[2] / med[1]:12.2f}" if planes else ""
                 print(
                     f"{name:<22} {n:>2} {threads:>3} {1e3 * med[0]:11.3f} {1e3 * med[1]:11.3f} "

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import time
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from bench_gemm import session_runner
+from bench_gemm import alternating_medians, session_runner
 from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
@@ -171,16 +170,7 @@ def main() -> int:
         fns = [session_runner(mb, 1, xin, o) for (mb, xin, _), o in zip(models, outs, strict=True)]
         macs = n * m * oh * oh * c * k * k
         inner = max(1, int(0.01 * 50e9 / (2 * macs)))
-        for f in fns:
-            f()
-        times: list[list[float]] = [[] for _ in fns]
-        for _ in range(samples):
-            for t, f in zip(times, fns, strict=True):
-                t0 = now()
-                for _ in range(inner):
-                    f()
-                t.append((now() - t0) / inner)
-        med = [statistics.median(t) for t in times]
+        med = alternating_medians(fns, samples, inner, now)
         print(
             f"{name:<26} {1e3 * med[0]:8.3f} {1e3 * med[1]:11.3f} {1e3 * med[2]:11.3f} {1e3 * med[3]:10.3f} "
             f"{med[0] / med[1]:8.2f} {med[0] / med[2]:6.2f} {med[0] / med[3]:6.2f}",

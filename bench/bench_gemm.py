@@ -96,6 +96,23 @@ def timed(fn: Callable[[], object], inner: int) -> float:
     return (time.perf_counter() - t0) / inner
 
 
+def alternating_medians(
+    fns: list[Callable[[], object]], samples: int, inner: int, now: Callable[[], float] = time.perf_counter
+) -> list[float]:
+    """Median seconds per call of each function: one warm-up call each, then `samples` rounds in which each function
+    runs `inner` times back to back, the functions alternating; `now` is the clock (e.g. time.thread_time)."""
+    for f in fns:
+        f()
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(samples):
+        for t, f in zip(times, fns, strict=True):
+            t0 = now()
+            for _ in range(inner):
+                f()
+            t.append((now() - t0) / inner)
+    return [statistics.median(t) for t in times]
+
+
 def compare(fns: list[Callable[[], object]], samples: int, inners: list[int]) -> list[tuple[float, float]]:
     """(median, minimum) seconds per call of each function, sampled alternately after one warm-up sample."""
     for fn, inner in zip(fns, inners, strict=True):

@@ -172,3 +172,51 @@ def test_bad_channel_params_raise():
         kernels.qgemm(np.zeros((1, 8), np.float32), w, np.ones(3), np.zeros(4), scale=1.0)
     with pytest.raises(ValueError, match="finite"):
         kernels.qgemm(np.zeros((1, 8), np.float32), w, np.array([1, 1, np.inf, 1.0]), np.zeros(4), scale=1.0)
+
+
+# The AVX2 int16 path (gemm::Epilogue::x_max): unsigned activations whose codes q - z lie in [0, 127] are multiplied
+# without the sign step and their pair sums added in int16 for as many k-groups as the bound 2 * x_max * max|w|
+# allows. Worst cases: every code at x_max and every weight at the extreme (-128 or +127, or the small bound of
+# 4-bit weights), with K long enough to widen several times; the int16 sums reach the bound exactly.
+NONNEG_CASES = [
+    # bits, zeropt (codes in [-z, hi - z]), weight value range, input channels
+    (4, 0.0, (-8, 7), 128),  # w4a4: 136 k-groups per widening, K = 1152 widens 3 times
+    (4, 0.0, (-128, -128), 64),  # |w| = 128: 8 k-groups per widening
+    (7, 0.0, (127, 127), 40),  # x_max 127, |w| 127: pair sum 32258, a widening every k-group
+    (7, 0.0, (-128, -128), 40),  # pair sum -32512
+    (6, -64.0, (-128, 127), 33),  # codes 64 .. 127 (the zero point shifts them up to the limit)
+    (2, 0.0, (-1, 1), 300),  # tiny bound: nothing can overflow (the longest run)
+    (5, -3.0, (0, 0), 16),  # all-zero weights
+]
+
+
+@pytest.mark.parametrize("bits,zeropt,wrange,cin", NONNEG_CASES)
+@pytest.mark.parametrize("fill", ["max", "random"])
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+def test_qconv_nonneg_int16_path_is_exact(bits, zeropt, wrange, cin, fill, kernel):
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(bits * 100 + cin)
+    scale = 0.03
+    act = {"scale": scale, "zeropt": zeropt, "bits": bits, "signed": False}
+    codes_hi = (2**bits - 1) - zeropt
+    assert 0 <= -zeropt and codes_hi <= 127  # the case is one the int16 path takes
+    shape = (2, cin, 7, 6)
+    if fill == "max":
+        x = np.full(shape, 1e6, np.float32)  # every code at x_max
+        lo, hi = wrange
+        w = np.where(rng.random((13, cin, 3, 3)) < 0.5, lo, hi).astype(np.int8)
+        if fill == "max" and lo < 0 < hi:  # same-signed products: the int16 sums reach the bound
+            w = np.full((13, cin, 3, 3), lo, np.int8)
+    else:
+        x = _acts(rng, shape, scale)
+        w = rng.integers(wrange[0], wrange[1] + 1, (13, cin, 3, 3)).astype(np.int8)
+    s, b = _channel_params(rng, 13, scale)
+    got = kernels.qconv(x, w, s, b, pads=(1, 1, 1, 1), kernel=kernel, **act)
+    want = ref.qconv(x, w, s, b, pads=(1, 1, 1, 1), **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    # The exact sums are large enough that an int16 overflow would show: check the reference is not trivially 0.
+    if fill == "max" and wrange != (0, 0):
+        assert np.abs(want).max() > 0

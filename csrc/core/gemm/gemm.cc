@@ -16,6 +16,7 @@ constexpr int64_t kMinTaskWork = int64_t{1} << 19;
 constexpr int64_t kMaxTasks = 64;
 // Bytes of packed activations gemm_rows keeps hot (in L2) while the weight panels stream past.
 constexpr int64_t kL2Block = 192 * 1024;
+constexpr int32_t kMaxFlush = 1 << 20;  // k-groups between int16 -> int32 widenings when nothing can overflow
 
 bool cpu_has_avxvnni() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -182,6 +183,12 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
   if (pp >= 8) tw = 1;
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
+  // Epilogue::x_max: activations in [0, x_max] allow int16 sums of `flush` k-groups (pair sums <= 2 x_max |w|).
+  int32_t flush = 0;
+  if (ep.x_max >= 0 && ep.x_max <= 127) {
+    const int32_t pair = 2 * ep.x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
+    flush = pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+  }
   uint8_t* const scratch =  // one panel per task
       thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
   par(static_cast<size_t>(tw * tp), [&](size_t task) {
@@ -194,6 +201,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
     args.ep = &ep;
     args.ldc = ldc;
     args.no_min = w.no_min;
+    args.nonneg_flush = flush;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
       args.b = source(q, mine);

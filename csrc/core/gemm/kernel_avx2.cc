@@ -1,4 +1,6 @@
-// AVX2 micro-kernels without VNNI, two families:
+// AVX2 micro-kernels without VNNI, three families:
+//   - activations known to be in [0, 127] (Epilogue::x_max, integer mode): vpmaddubsw on x and w as they are,
+//     int16 sums over as many k-groups as cannot overflow (tile_nonneg below);
 //   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
 //     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
 //   - otherwise vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
@@ -162,6 +164,60 @@ void tile_sign(const TileArgs& t) {
 #undef OQ_SDECL
 #undef OQ_SOUT
 
+// Cols orientation with non-negative activations (TileArgs::nonneg_flush > 0, from Epilogue::x_max): x = panel
+// byte ^ 0x80 is in [0, 127], a valid u8 operand of vpmaddubsw as it is, so the product needs no sign step, and a
+// pair sum is at most 2 * 127 * 128 = 32512 in magnitude (exact even with -128 weights). The pair sums are added in
+// int16 (vpaddw) for `nonneg_flush` k-groups, a count that cannot overflow int16 (gemm.cc), then widened into the
+// int32 accumulators with vpmaddwd(ones): 2 vector ops per 32 multiply-adds in the inner loop where the sign kernel
+// needs 4. Integer mode's 2- to 7-bit unsigned activations take this path.
+// Tile: 8 pixels x MR <= 6 weight rows, 6 int16 and 6 int32 accumulators in registers (a 16-pixel tile needs 12
+// int16 accumulators, and GCC then spills them on every k-group: measured 20 % slower).
+#define OQ_NDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
+#define OQ_NROW(r)                                                                  \
+  if constexpr (MR > r) {                                                           \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                      \
+    s##r = _mm256_add_epi16(s##r, _mm256_maddubs_epi16(xv, wb));                    \
+  }
+#define OQ_NFLUSH(r)                                                    \
+  if constexpr (MR > r) {                                               \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(s##r, ones));   \
+    s##r = z;                                                           \
+  }
+#define OQ_NOUT(r) \
+  if constexpr (MR > r) s[r] = acc##r;
+
+template <int MR>
+void tile_nonneg(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int64_t flush = t.nonneg_flush;
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    OQ_ROWS(OQ_NDECL)
+    const auto* a = static_cast<const uint8_t*>(t.a);
+    const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+    for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
+      const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
+      for (int64_t g = g0; g < g1; ++g) {
+        const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+        OQ_ROWS(OQ_NROW)
+        a += kMR * 4;
+        b += kPanel * 4;
+      }
+      OQ_ROWS(OQ_NFLUSH)
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_NOUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<true>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_NDECL
+#undef OQ_NROW
+#undef OQ_NFLUSH
+#undef OQ_NOUT
+
 // Rows orientation (activations broadcast, weights in lanes), weights without -128: the same exact vpmaddubsw
 // product, the activation's |x| and sign taken once per row and k-group and used for the weight vectors.
 // kWide: 16 lanes (two 8-lane weight vectors) x R <= 3 rows per pass, 6 accumulators, no spills; otherwise (8 or
@@ -248,6 +304,16 @@ void tile_any(const TileArgs& t) {
     }
   }
   if constexpr (kCols) {
+    if (t.nonneg_flush > 0) {
+      switch (t.mr) {
+        case 1: tile_nonneg<1>(t); return;
+        case 2: tile_nonneg<2>(t); return;
+        case 3: tile_nonneg<3>(t); return;
+        case 4: tile_nonneg<4>(t); return;
+        case 5: tile_nonneg<5>(t); return;
+        default: tile_nonneg<6>(t); return;
+      }
+    }
     if (t.no_min) {
       switch (t.mr) {
         case 1: tile_sign<1>(t); return;

@@ -99,6 +99,12 @@ void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, 
                                                                                         inner, corr, s, b, relu);
 }
 
+int32_t nonneg_max(const ActQuant& a) {
+  if (a.bipolar || a.offset != 0) return -1;
+  const float vmin = a.lo - a.zeropt, vmax = a.hi - a.zeropt;  // exact: integers of magnitude <= 65536 + 255
+  return (vmin >= 0.f && vmax <= 127.f) ? static_cast<int32_t>(vmax) : -1;
+}
+
 // ---- QConv -------------------------------------------------------------------------------------------------
 
 namespace {
@@ -159,6 +165,7 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   int32_t* acc = scratch(t_acc, n_out);
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
+  ep.x_max = nonneg_max(act_);
   conv_.run(engine_in, es, ep, acc, par, kernel);
   rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
 }

@@ -42,6 +42,11 @@ struct ActQuant {
 ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow, RoundMode mode,
                         bool bipolar);
 
+// The largest code of `a` when every code it produces (NaN and padding included: code 0) lies in [0, 127], i.e.
+// an unsigned quantizer of at most 7 bits net of its zero point with offset 0; -1 otherwise. QConv passes it to
+// the engine as gemm::Epilogue::x_max (the AVX2 kernel's int16 path).
+int32_t nonneg_max(const ActQuant& a);
+
 // codes[i] = code of x[i], i < n (on the active ISA path).
 void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n);
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -23,6 +24,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+# numpy's OpenBLAS threads spin for a while after each numpy call; on a 2-vCPU machine they take the core the
+# one-thread sessions run on (measured: ratios moved by up to 0.1). One BLAS thread is all the bench needs.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np
 import onnx

@@ -18,7 +18,7 @@ from ortquant.transforms.lower_integer import integer_plan, lower_integer
 Q = "qonnx.custom_op.general"
 
 
-@pytest.fixture(params=["engine", "float"])
+@pytest.fixture(params=["engine", "float", "mixed"])
 def backend(request, monkeypatch):
     monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
     return request.param
@@ -106,8 +106,10 @@ def test_conv_layer_follows_the_contract(backend, bits, signed, zeropt, rounding
     m, p = _conv_model(bits, signed, zeropt, rounding, bn)
     lowered = lower_integer(m)
     ops = [n.op_type for n in lowered.graph.node]
-    # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact)
-    assert ops == (["QConv"] if backend == "engine" else ["QuantCodes", "Conv", "Rescale"]), ops
+    # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact); "mixed" (auto on AVX2)
+    # takes the engine for codes q - z in [0, 127] only (the 4-bit unsigned case)
+    on_engine = backend == "engine" or (backend == "mixed" and (bits, signed, zeropt) == (4, 0, 0.0))
+    assert ops == (["QConv"] if on_engine else ["QuantCodes", "Conv", "Rescale"]), ops
     x = (np.random.default_rng(1).standard_normal((3, 4, 9, 9)) * 0.5).astype(np.float32)
     got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
     act = {"zeropt": zeropt, "bits": bits, "signed": bool(signed), "rounding_mode": rounding}
@@ -240,5 +242,5 @@ def test_float_backend_only_where_float32_sums_are_exact(monkeypatch):
 
 def test_unknown_backend_is_an_error(monkeypatch):
     monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "gpu")
-    with pytest.raises(ValueError, match="engine, float or auto"):
+    with pytest.raises(ValueError, match="engine, float, mixed or auto"):
         lower_integer(_gemm_model())

@@ -20,8 +20,10 @@ Two backends compute the same bits (the contract only depends on the exact integ
   2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order; fast on CPUs without int8
   dot products (AVX2), where onnxruntime's pre-packed float convolution beats the engine.
 
-``ORTQUANT_INTEGER_BACKEND=engine|float|auto`` chooses (default ``auto``: ``engine`` when the GEMM kernel the
-preparing process resolves to is a VNNI one, else ``float`` where exact). The choice is made when the model is
+``ORTQUANT_INTEGER_BACKEND=engine|float|mixed|auto`` chooses (default ``auto``: ``engine`` when the GEMM kernel the
+preparing process resolves to is a VNNI one; otherwise (AVX2) per layer, ``engine`` where the activation codes are
+non-negative and at most 127 (the AVX2 engine's int16-accumulating kernel) and ``float`` elsewhere where exact:
+:func:`integer_backend` then says ``mixed``). The choice is made when the model is
 prepared, so a model prepared by ``ortquant prepare --integer`` carries the preparing machine's choice; the
 results are the same bits either way.
 
@@ -50,17 +52,27 @@ FLOAT_EXACT_LIMIT = 1 << 24  # integers up to this magnitude are exact in float3
 
 
 def integer_backend() -> str:
-    """The backend ``lower_integer`` uses now: ``engine`` or ``float`` (see the module doc)."""
+    """The backend ``lower_integer`` uses now: ``engine``, ``float`` or ``mixed`` (per layer; see the module doc)."""
     import os
 
     choice = os.environ.get("ORTQUANT_INTEGER_BACKEND", "auto").strip().lower() or "auto"
-    if choice in ("engine", "float"):
+    if choice in ("engine", "float", "mixed"):
         return choice
     if choice != "auto":
-        raise ValueError(f"ORTQUANT_INTEGER_BACKEND must be engine, float or auto, got {choice!r}")
+        raise ValueError(f"ORTQUANT_INTEGER_BACKEND must be engine, float, mixed or auto, got {choice!r}")
     from ortquant import _C
 
-    return "engine" if "vnni" in _C.gemm_kernel("auto") else "float"
+    return "engine" if "vnni" in _C.gemm_kernel("auto") else "mixed"
+
+
+def _act_nonneg(act: dict[str, object]) -> bool:
+    """Every code q - z of the activation quantizer is in [0, 127] (core/integer/qlayer.h ``nonneg_max``)."""
+    if act.get("act_bipolar") or (act.get("act_signed", 1) and act.get("act_bits") == 1):
+        return False
+    bits, signed, narrow = int(act["act_bits"]), int(act.get("act_signed", 1)), int(act.get("act_narrow", 0))
+    z = int(float(act.get("act_zeropt", 0.0)))
+    lo, hi = (-(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1 - narrow)
+    return lo - z >= 0 and hi - z <= 127
 
 
 def _act_max(act: dict[str, object]) -> int:
@@ -331,6 +343,9 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
     b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
     wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
+    if backend == "mixed":  # AVX2: the engine where its int16 kernel applies (convolutions), else float-exact
+        fits = bool(np.all((w_codes >= -128) & (w_codes <= 127)))
+        backend = "engine" if op == "Conv" and fits and _act_nonneg(act) else "float"
     if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
         act_attrs = {key: v for key, v in act.items()}
         codes = f"{base}_codes"

@@ -229,7 +229,6 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
   if (n == 0 || oh * ow == 0) return;
-  const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
   if (algo(kernel, algo_req) == ConvAlgo::kNhwc) {
     DwNhwcArgs d{x, c, h, w, a_, oh, ow, h + a_.pt + a_.pb, w + a_.pl + a_.pr, dwn_.get(), nullptr, &ep, out};
     const int64_t scratch = dw_nhwc_scratch(d);
@@ -273,6 +272,24 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
     });
     return;
   }
+  run_gemm(x, xs, ep, out, nullptr, par, kernel);
+}
+
+void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const RawSink& sink, const Parallel& par,
+                     Kernel kernel) const {
+  if (!gemm_path()) throw_error("run_raw: this convolution runs on a depthwise kernel, not the GEMM path");
+  if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw: the epilogue must produce raw sums");
+  const Shape os = output_shape(xs);
+  if (os[0] == 0 || os[2] * os[3] == 0) return;
+  run_gemm(x, xs, ep, nullptr, &sink, par, kernel);
+}
+
+void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const RawSink* sink,
+                      const Parallel& par, Kernel kernel) const {
+  const Shape os = output_shape(xs);
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
+  const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
+  const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   const int64_t mg = m_ / a_.group;
   const int64_t k = cg_ * a_.kh * a_.kw;
   // A 1x1 convolution with unit strides and no padding reads the input planes as they are.
@@ -283,9 +300,11 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
   int8_t* const phases =
       direct ? nullptr : thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(cg_ * g.channel_bytes()));
   const int8_t** const rows = thread_scratch_as<const int8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(k));
-  // Outputs computed on the grid's extra columns go to a scratch grid first, then the valid ones are copied out.
-  char* const grid_out =
-      cols == ow ? nullptr : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * grid * es));
+  // Outputs computed on the grid's extra columns go to a scratch grid first, then the valid ones are copied out
+  // (or handed to the sink, which always gets the scratch grid).
+  char* const grid_out = cols == ow && sink == nullptr
+                             ? nullptr
+                             : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * grid * es));
   const size_t build_tasks = direct ? 1 : tasks_for(cg_, 64 * g.channel_bytes());
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t gi = 0; gi < a_.group; ++gi) {
@@ -306,7 +325,7 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
       }
       Epilogue eg = ep;
       if (ep.bias) eg.bias = ep.bias + gi * mg;
-      char* og = static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
+      char* og = sink ? nullptr : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
       char* dst = grid_out == nullptr ? og : grid_out;
       gemm::gemm_cols_source(
           packed_[static_cast<size_t>(gi)], grid,
@@ -316,7 +335,9 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
             return static_cast<const uint8_t*>(scratch);
           },
           eg, dst, grid, par, kernel);
-      if (grid_out != nullptr) {
+      if (sink != nullptr) {
+        (*sink)(b, gi, reinterpret_cast<const int32_t*>(grid_out), cols);
+      } else if (grid_out != nullptr) {
         for (int64_t r = 0; r < mg * oh; ++r)
           std::memcpy(og + r * ow * es, grid_out + r * cols * es, static_cast<size_t>(ow * es));
       }

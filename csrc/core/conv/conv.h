@@ -56,10 +56,23 @@ class Conv2d {
   void run(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto, ConvAlgo algo = ConvAlgo::kAuto) const;
   bool depthwise() const { return depthwise_; }
+
+  // The exact sums of one image b and group g of the GEMM path: [m/group][oh][stride] int32, the first ow values of
+  // each row valid (stride >= ow: the stride-phase grid's extra columns). Called on run_raw()'s calling thread.
+  using RawSink = std::function<void(int64_t b, int64_t g, const int32_t* sums, int64_t stride)>;
+  // run() takes the GEMM path (implicit im2col), not a depthwise kernel: the path run_raw() needs.
+  bool gemm_path() const { return !depthwise_; }
+  // The GEMM path with ep.kind == kRaw, handing each (image, group) block of sums to `sink` while it is still in
+  // cache instead of copying it to an output (integer mode rescales it to float there). Throws Error when
+  // !gemm_path() or ep.kind != kRaw.
+  void run_raw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
+               const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
   ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
 
  private:
+  void run_gemm(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const RawSink* sink,
+                const gemm::Parallel& par, gemm::Kernel kernel) const;
   ConvAttrs a_;
   int64_t m_, cg_;
   bool depthwise_;

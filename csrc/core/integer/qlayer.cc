@@ -162,10 +162,25 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};
   }
-  int32_t* acc = scratch(t_acc, n_out);
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = nonneg_max(act_);
+  if (conv_.gemm_path()) {
+    // Each image's sums are rescaled while they are in cache, straight from the engine's grid (no int32 output
+    // tensor, no copy of the valid columns).
+    const int64_t oh = os[2], ow = os[3], mg = m_ / a_.group;
+    const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+    conv_.run_raw(
+        engine_in, es, ep,
+        [&](int64_t b, int64_t g, const int32_t* sums, int64_t stride) {
+          const int64_t j0 = g * mg;
+          grid_fn(sums, stride, out + (b * m_ + j0) * oh * ow, mg, oh, ow, corr_.data() + j0, s_.data() + j0,
+                  b_.data() + j0, relu_);
+        },
+        par, kernel);
+    return;
+  }
+  int32_t* acc = scratch(t_acc, n_out);
   conv_.run(engine_in, es, ep, acc, par, kernel);
   rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
 }

@@ -163,9 +163,10 @@ def profile(
 
 
 def print_profiles(model: onnx.ModelProto, x: np.ndarray, runs: int) -> None:
-    """Where the time goes: per-op-type totals (us per run) of the integer, pure-float and QCDQ sessions."""
+    """Where the time goes: per-op-type totals (us per run) of the integer, default, pure-float and QCDQ sessions."""
     makers: dict[str, Callable[[ort.SessionOptions], ort.InferenceSession]] = {
         "integer": lambda so: ortquant.InferenceSession(model, sess_options=so, integer=True),
+        "default": lambda so: ortquant.InferenceSession(model, sess_options=so),
         "float": lambda so: ort.InferenceSession(pure_float(model).SerializeToString(), so, ["CPUExecutionProvider"]),
     }
     q = qcdq(model)

@@ -175,42 +175,44 @@ def test_bad_channel_params_raise():
         kernels.qgemm(np.zeros((1, 8), np.float32), w, np.array([1, 1, np.inf, 1.0]), np.zeros(4), scale=1.0)
 
 
-# The AVX2 int16 path (gemm::Epilogue::x_max): unsigned activations whose codes q - z lie in [0, 127] are multiplied
-# without the sign step and their pair sums added in int16 for as many k-groups as the bound 2 * x_max * max|w|
-# allows. Worst cases: every code at x_max and every weight at the extreme (-128 or +127, or the small bound of
-# 4-bit weights), with K long enough to widen several times; the int16 sums reach the bound exactly.
+# The AVX2 int16 path (gemm::Epilogue::x_max): activations whose values q - z (and 0, for padding) span at most 127
+# are stored as codes in [0, 127] (integer::nonneg_codes: offset = min(q - z, 0)), multiplied without the sign step
+# and their pair sums added in int16 for as many k-groups as the bound 2 * x_max * max|w| allows. Worst cases: every
+# code at its largest and every weight at the extreme (-128 or +127, or the small bound of 4-bit weights), with K
+# long enough to widen several times; the int16 sums reach the bound exactly.
 NONNEG_CASES = [
-    # bits, zeropt (codes in [-z, hi - z]), weight value range, input channels
-    (4, 0.0, (-8, 7), 128),  # w4a4: 136 k-groups per widening, K = 1152 widens 3 times
-    (4, 0.0, (-128, -128), 64),  # |w| = 128: 8 k-groups per widening
-    (7, 0.0, (127, 127), 40),  # x_max 127, |w| 127: pair sum 32258, a widening every k-group
-    (7, 0.0, (-128, -128), 40),  # pair sum -32512
-    (6, -64.0, (-128, 127), 33),  # codes 64 .. 127 (the zero point shifts them up to the limit)
-    (2, 0.0, (-1, 1), 300),  # tiny bound: nothing can overflow (the longest run)
-    (5, -3.0, (0, 0), 16),  # all-zero weights
+    # activation quantizer, weight value range, input channels
+    ({"bits": 4, "signed": False}, (-8, 7), 128),  # w4a4: 136 k-groups per widening, K = 1152 widens 3 times
+    ({"bits": 4, "signed": False}, (-128, -128), 64),  # |w| = 128: 8 k-groups per widening
+    ({"bits": 7, "signed": False}, (127, 127), 40),  # x_max 127, |w| 127: pair sum 32258, a widening every k-group
+    ({"bits": 7, "signed": False}, (-128, -128), 40),  # pair sum -32512
+    ({"bits": 6, "signed": False, "zeropt": -64.0}, (-128, 127), 33),  # codes 64 .. 127 with offset 0
+    ({"bits": 2, "signed": False}, (-1, 1), 300),  # tiny bound: nothing can overflow (the longest run)
+    ({"bits": 5, "signed": False, "zeropt": -3.0}, (0, 0), 16),  # all-zero weights
+    ({"bits": 4, "signed": True}, (-128, -128), 64),  # values -8 .. 7: offset -8, stored 0 .. 15
+    ({"bits": 7, "signed": True}, (127, 127), 40),  # values -64 .. 63: stored 0 .. 127, x_max 127
+    ({"bits": 6, "signed": False, "zeropt": 9.0}, (-128, 127), 33),  # values -9 .. 54: offset -9
+    ({"bits": 3, "signed": True, "narrow": True, "rounding_mode": "FLOOR"}, (-7, 7), 90),
+    ({"bipolar": True}, (-128, -128), 200),  # values -1, +1: stored 0, 2 (63 k-groups per widening)
 ]
 
 
-@pytest.mark.parametrize("bits,zeropt,wrange,cin", NONNEG_CASES)
+@pytest.mark.parametrize("act,wrange,cin", NONNEG_CASES, ids=lambda v: str(v))
 @pytest.mark.parametrize("fill", ["max", "random"])
 @pytest.mark.parametrize("kernel", GEMM_KERNELS)
-def test_qconv_nonneg_int16_path_is_exact(bits, zeropt, wrange, cin, fill, kernel):
+def test_qconv_nonneg_int16_path_is_exact(act, wrange, cin, fill, kernel):
     from ortquant import _C
 
     if kernel not in _C.gemm_kernels():
         pytest.skip(f"this CPU has no {kernel}")
-    rng = np.random.default_rng(bits * 100 + cin)
+    rng = np.random.default_rng(cin + len(act))
     scale = 0.03
-    act = {"scale": scale, "zeropt": zeropt, "bits": bits, "signed": False}
-    codes_hi = (2**bits - 1) - zeropt
-    assert 0 <= -zeropt and codes_hi <= 127  # the case is one the int16 path takes
+    act = {"scale": scale, **act}
     shape = (2, cin, 7, 6)
     if fill == "max":
-        x = np.full(shape, 1e6, np.float32)  # every code at x_max
+        x = np.full(shape, 1e6, np.float32)  # every code at its largest
         lo, hi = wrange
-        w = np.where(rng.random((13, cin, 3, 3)) < 0.5, lo, hi).astype(np.int8)
-        if fill == "max" and lo < 0 < hi:  # same-signed products: the int16 sums reach the bound
-            w = np.full((13, cin, 3, 3), lo, np.int8)
+        w = np.full((13, cin, 3, 3), lo if lo < 0 else hi, np.int8)  # same-signed products: the bound is reached
     else:
         x = _acts(rng, shape, scale)
         w = rng.integers(wrange[0], wrange[1] + 1, (13, cin, 3, 3)).astype(np.int8)
@@ -218,6 +220,5 @@ def test_qconv_nonneg_int16_path_is_exact(bits, zeropt, wrange, cin, fill, kerne
     got = kernels.qconv(x, w, s, b, pads=(1, 1, 1, 1), kernel=kernel, **act)
     want = ref.qconv(x, w, s, b, pads=(1, 1, 1, 1), **act)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    # The exact sums are large enough that an int16 overflow would show: check the reference is not trivially 0.
-    if fill == "max" and wrange != (0, 0):
+    if fill == "max" and wrange != (0, 0):  # the exact sums are large: an int16 overflow would show
         assert np.abs(want).max() > 0

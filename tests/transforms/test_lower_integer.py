@@ -107,8 +107,8 @@ def test_conv_layer_follows_the_contract(backend, bits, signed, zeropt, rounding
     lowered = lower_integer(m)
     ops = [n.op_type for n in lowered.graph.node]
     # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact); "mixed" (auto on AVX2)
-    # takes the engine for codes q - z in [0, 127] only (the 4-bit unsigned case)
-    on_engine = backend == "engine" or (backend == "mixed" and (bits, signed, zeropt) == (4, 0, 0.0))
+    # takes the engine where the values q - z and 0 span at most 127 (here: the cases below 8 bits)
+    on_engine = backend == "engine" or (backend == "mixed" and bits < 8)
     assert ops == (["QConv"] if on_engine else ["QuantCodes", "Conv", "Rescale"]), ops
     x = (np.random.default_rng(1).standard_normal((3, 4, 9, 9)) * 0.5).astype(np.float32)
     got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]

@@ -2,6 +2,7 @@
 #include "core/integer/qlayer.h"
 
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "core/error.h"
@@ -99,10 +100,29 @@ void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, 
                                                                                         inner, corr, s, b, relu);
 }
 
+namespace {
+// [min(vmin, 0), max(vmax, 0)]: every value a = q - z the layer's codes can stand for, padding (a = 0) included.
+void value_span(const ActQuant& a, int64_t* lo0, int64_t* hi0) {
+  // exact: lo, hi, zeropt are integers of magnitude <= 65536 + 255
+  const int64_t vmin = a.bipolar ? -1 : static_cast<int64_t>(a.lo - a.zeropt);
+  const int64_t vmax = a.bipolar ? 1 : static_cast<int64_t>(a.hi - a.zeropt);
+  *lo0 = vmin < 0 ? vmin : 0;
+  *hi0 = vmax > 0 ? vmax : 0;
+}
+}  // namespace
+
+ActQuant nonneg_codes(ActQuant a) {
+  int64_t lo0, hi0;
+  value_span(a, &lo0, &hi0);
+  if (hi0 - lo0 <= 127) a.offset = static_cast<int32_t>(lo0);
+  return a;
+}
+
 int32_t nonneg_max(const ActQuant& a) {
-  if (a.bipolar || a.offset != 0) return -1;
-  const float vmin = a.lo - a.zeropt, vmax = a.hi - a.zeropt;  // exact: integers of magnitude <= 65536 + 255
-  return (vmin >= 0.f && vmax <= 127.f) ? static_cast<int32_t>(vmax) : -1;
+  int64_t lo0, hi0;
+  value_span(a, &lo0, &hi0);
+  const int64_t smin = lo0 - a.offset, smax = hi0 - a.offset;  // the stored codes' range
+  return (smin >= 0 && smax <= 127) ? static_cast<int32_t>(smax) : -1;
 }
 
 // ---- QConv -------------------------------------------------------------------------------------------------
@@ -120,10 +140,10 @@ bool needs_explicit_pad(const conv::ConvAttrs& a, const ActQuant& act) {
 QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
              std::vector<double> s, std::vector<double> b, bool relu)
     : a_(a),
-      explicit_pad_(needs_explicit_pad(a, act)),
+      explicit_pad_(needs_explicit_pad(a, nonneg_codes(act))),
       m_(m),
       cg_(cg),
-      act_(act),
+      act_(nonneg_codes(act)),
       s_(std::move(s)),
       b_(std::move(b)),
       relu_(relu),
@@ -155,9 +175,14 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
     for (int64_t p = 0; p < planes; ++p) {
       int8_t* dst = padded + p * hp * wp;
       const int8_t* src = codes + p * h * w;
-      for (int64_t i = 0; i < hp * wp; ++i) dst[i] = fill;
-      for (int64_t r = 0; r < h; ++r)
-        for (int64_t c = 0; c < w; ++c) dst[(r + a_.pt) * wp + c + a_.pl] = src[r * w + c];
+      std::memset(dst, fill, static_cast<size_t>(a_.pt * wp));
+      for (int64_t r = 0; r < h; ++r) {
+        int8_t* row = dst + (r + a_.pt) * wp;
+        std::memset(row, fill, static_cast<size_t>(a_.pl));
+        std::memcpy(row + a_.pl, src + r * w, static_cast<size_t>(w));
+        std::memset(row + a_.pl + w, fill, static_cast<size_t>(a_.pr));
+      }
+      std::memset(dst + (h + a_.pt) * wp, fill, static_cast<size_t>(a_.pb * wp));
     }
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};

@@ -42,9 +42,13 @@ struct ActQuant {
 ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow, RoundMode mode,
                         bool bipolar);
 
-// The largest code of `a` when every code it produces (NaN and padding included: code 0) lies in [0, 127], i.e.
-// an unsigned quantizer of at most 7 bits net of its zero point with offset 0; -1 otherwise. QConv passes it to
-// the engine as gemm::Epilogue::x_max (the AVX2 kernel's int16 path).
+// `a` with offset = min(q - z, 0) when every value a = q - z it can stand for, and 0 (padding), lie within 127
+// of each other (any quantizer of at most 7 bits net of its zero point, and the bipolar one): its stored codes are
+// then in [0, 127]. Otherwise `a` unchanged. QConv uses it for the AVX2 engine's int16 path.
+ActQuant nonneg_codes(ActQuant a);
+
+// The largest stored code of `a` when every stored code (NaN and the code of padding, -offset, included) lies in
+// [0, 127]; -1 otherwise. QConv passes it to the engine as gemm::Epilogue::x_max.
 int32_t nonneg_max(const ActQuant& a);
 
 // codes[i] = code of x[i], i < n (on the active ISA path).

@@ -66,13 +66,14 @@ def integer_backend() -> str:
 
 
 def _act_nonneg(act: dict[str, object]) -> bool:
-    """Every code q - z of the activation quantizer is in [0, 127] (core/integer/qlayer.h ``nonneg_max``)."""
+    """QConv can store the activation's codes in [0, 127] (core/integer/qlayer.h ``nonneg_codes``): every value
+    q - z, and 0 (padding), lie within 127 of each other: at most 7 bits net of the zero point, or bipolar."""
     if act.get("act_bipolar") or (act.get("act_signed", 1) and act.get("act_bits") == 1):
-        return False
+        return True
     bits, signed, narrow = int(act["act_bits"]), int(act.get("act_signed", 1)), int(act.get("act_narrow", 0))
     z = int(float(act.get("act_zeropt", 0.0)))
     lo, hi = (-(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1 - narrow)
-    return lo - z >= 0 and hi - z <= 127
+    return max(hi - z, 0) - min(lo - z, 0) <= 127
 
 
 def _act_max(act: dict[str, object]) -> int:

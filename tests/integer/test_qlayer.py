@@ -222,3 +222,32 @@ def test_qconv_nonneg_int16_path_is_exact(act, wrange, cin, fill, kernel):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     if fill == "max" and wrange != (0, 0):  # the exact sums are large: an int16 overflow would show
         assert np.abs(want).max() > 0
+
+
+@pytest.mark.parametrize("act,wrange,cin", NONNEG_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("fill", ["max", "random"])
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+def test_qgemm_nonneg_int16_path_is_exact(act, wrange, cin, fill, kernel):
+    """The rows orientation's int16 path (LinearInt-shaped QGemm): 7 rows (a 6-row and a 1-row pass), 70 outputs
+    (16-lane passes and an 8-lane tail), K = 9 * cin (the convolution cases' reduction lengths)."""
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(cin + 7 * len(act))
+    scale = 0.03
+    act = {"scale": scale, **act}
+    rows, k, n = 7, 9 * cin, 70
+    if fill == "max":
+        x = np.full((rows, k), 1e6, np.float32)
+        lo, hi = wrange
+        w = np.full((n, k), lo if lo < 0 else hi, np.int8)
+    else:
+        x = _acts(rng, (rows, k), scale)
+        w = rng.integers(wrange[0], wrange[1] + 1, (n, k)).astype(np.int8)
+    s, b = _channel_params(rng, n, scale)
+    got = kernels.qgemm(x, w, s, b, kernel=kernel, **act)
+    want = ref.qgemm(x, w, s, b, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    if fill == "max" and wrange != (0, 0):
+        assert np.abs(want).max() > 0

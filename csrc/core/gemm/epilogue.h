@@ -24,8 +24,8 @@ struct Epilogue {
   double fdiv = 0.0;             // float kind: divide by this instead when non-zero
   const int32_t* bias = nullptr; // per weight row (output feature / channel); may be null
   // A promise of the caller about the activations (not an output setting, but it travels with the call the same
-  // way): when 0 <= x_max <= 127, every activation of the cols orientation (convolution input) lies in
-  // [0, x_max], as integer mode's unsigned quantizers guarantee. The AVX2 kernel then multiplies x * w with
+  // way): when 0 <= x_max <= 127, every activation (either orientation) lies in [0, x_max], as integer mode's
+  // stored codes of narrow quantizers do (integer::nonneg_codes). The AVX2 kernel then multiplies x * w with
   // vpmaddubsw directly (no sign step) and adds its int16 pair sums over as many k-groups as cannot overflow int16
   // (PackedWeights::max_abs) before widening. -1: no promise. A wrong promise gives wrong sums: only code that
   // produced the activations itself may make it.

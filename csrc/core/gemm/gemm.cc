@@ -99,6 +99,16 @@ bool parse_kernel(const std::string& name, Kernel* out) {
   return false;
 }
 
+namespace {
+// Epilogue::x_max: activations in [0, x_max] allow int16 sums of this many k-groups (pair sums <= 2 x_max |w|);
+// 0 without the promise.
+int32_t nonneg_flush(const Epilogue& ep, const PackedWeights& w) {
+  if (ep.x_max < 0 || ep.x_max > 127) return 0;
+  const int32_t pair = 2 * ep.x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
+  return pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+}
+}  // namespace
+
 void run_inline(size_t n, const TaskFn& fn) {
   for (size_t i = 0; i < n; ++i) fn(i);
 }
@@ -109,6 +119,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
   if (m < 0) throw_error("gemm: negative matrix size");
   if (m == 0 || w.n == 0) return;
   const TileFn fn = tile_fn(resolve_kernel(kernel), false);
+  const int32_t flush = nonneg_flush(ep, w);
   const int64_t kg = w.kgroups;
   const int64_t mt = (m + kMR - 1) / kMR;
   const int64_t np = w.blocks();
@@ -137,6 +148,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
     args.ep = &ep;
     args.ldc = ldc;
     args.no_min = w.no_min;
+    args.nonneg_flush = flush;
     // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
     for (int64_t tb = t0; tb < t1; tb += block_tiles) {
       const int64_t te = std::min(t1, tb + block_tiles);
@@ -183,12 +195,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
   if (pp >= 8) tw = 1;
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
-  // Epilogue::x_max: activations in [0, x_max] allow int16 sums of `flush` k-groups (pair sums <= 2 x_max |w|).
-  int32_t flush = 0;
-  if (ep.x_max >= 0 && ep.x_max <= 127) {
-    const int32_t pair = 2 * ep.x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
-    flush = pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
-  }
+  const int32_t flush = nonneg_flush(ep, w);
   uint8_t* const scratch =  // one panel per task
       thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
   par(static_cast<size_t>(tw * tp), [&](size_t task) {

@@ -264,26 +264,77 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   if (kWide && t.nr - c0 > 8) epilogue8_any<false>(tt, sh, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
 }
 
-void tile_rows_sign(const TileArgs& t) {
+// Rows orientation with activations in [0, 127] (TileArgs::nonneg_flush > 0): vpmaddubsw(x, w) as it is, int16 sums
+// for nonneg_flush k-groups, then one widening into the int32 sums, which live in memory (touched once per
+// widening). Lanes and rows per pass as in rows_sign_pass.
+template <int R, bool kWide>
+void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
+  static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
+  const __m256i ch = kWide ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
+  __m256i accl[6], acch[3];
+  for (int i = 0; i < R; ++i) accl[i] = cl;
+  for (int i = 0; i < (kWide ? R : 0); ++i) acch[i] = ch;
+  __m256i l0 = z, l1 = z, l2 = z, l3 = z, l4 = z, l5 = z, h0 = z, h1 = z, h2 = z;
+  [[maybe_unused]] __m256i h3 = z, h4 = z, h5 = z;  // named for the macro only (kWide has 3 rows)
+  const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
+  const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+  const int64_t flush = t.nonneg_flush;
+  for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
+    const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
+    for (int64_t g = g0; g < g1; ++g) {
+      const __m256i bl = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+      const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
+#define OQ_RN(i)                                                                          \
+  if constexpr (R > i) {                                                                  \
+    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);    \
+    l##i = _mm256_add_epi16(l##i, _mm256_maddubs_epi16(x, bl));                           \
+    if constexpr (kWide && i < 3) h##i = _mm256_add_epi16(h##i, _mm256_maddubs_epi16(x, bh)); \
+  }
+      OQ_RN(0) OQ_RN(1) OQ_RN(2) OQ_RN(3) OQ_RN(4) OQ_RN(5)
+#undef OQ_RN
+      a += kMR * 4;
+      b += kPanel * 4;
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i sl[6] = {l0, l1, l2, l3, l4, l5}, sh[3] = {h0, h1, h2};
+    for (int i = 0; i < R; ++i) accl[i] = _mm256_add_epi32(accl[i], _mm256_madd_epi16(sl[i], ones));
+    for (int i = 0; i < (kWide ? R : 0); ++i) acch[i] = _mm256_add_epi32(acch[i], _mm256_madd_epi16(sh[i], ones));
+    l0 = l1 = l2 = l3 = l4 = l5 = h0 = h1 = h2 = z;
+  }
+  TileArgs tt = t;
+  tt.out = static_cast<char*>(t.out) + r0 * t.ldc * static_cast<int64_t>(out_elem_size(t.ep->kind));
+  const int nl = t.nr - c0 < 8 ? t.nr - c0 : 8;
+  epilogue8_any<false>(tt, accl, R, c0, nl);
+  if (kWide && t.nr - c0 > 8) epilogue8_any<false>(tt, acch, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
+}
+
+// tile_rows_sign's schedule with rows_nonneg_pass (kNonneg) or rows_sign_pass.
+template <bool kNonneg>
+void tile_rows_exact(const TileArgs& t) {
   for (int c0 = 0; c0 < t.nr; c0 += 16) {
     if (t.nr - c0 <= 8) {  // the last 8 or fewer weight rows: 8 lanes, up to 6 activation rows per pass
       for (int r0 = 0; r0 < t.mr; r0 += 6) {
         switch (t.mr - r0) {
-          case 1: rows_sign_pass<1, false>(t, r0, c0); break;
-          case 2: rows_sign_pass<2, false>(t, r0, c0); break;
-          case 3: rows_sign_pass<3, false>(t, r0, c0); break;
-          case 4: rows_sign_pass<4, false>(t, r0, c0); break;
-          case 5: rows_sign_pass<5, false>(t, r0, c0); break;
-          default: rows_sign_pass<6, false>(t, r0, c0); break;
+#define OQ_PASS(R, W) (kNonneg ? rows_nonneg_pass<R, W>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0))
+          case 1: OQ_PASS(1, false); break;
+          case 2: OQ_PASS(2, false); break;
+          case 3: OQ_PASS(3, false); break;
+          case 4: OQ_PASS(4, false); break;
+          case 5: OQ_PASS(5, false); break;
+          default: OQ_PASS(6, false); break;
         }
       }
       continue;
     }
     for (int r0 = 0; r0 < t.mr; r0 += 3) {
       switch (t.mr - r0) {
-        case 1: rows_sign_pass<1, true>(t, r0, c0); break;
-        case 2: rows_sign_pass<2, true>(t, r0, c0); break;
-        default: rows_sign_pass<3, true>(t, r0, c0); break;
+        case 1: OQ_PASS(1, true); break;
+        case 2: OQ_PASS(2, true); break;
+        default: OQ_PASS(3, true); break;
+#undef OQ_PASS
       }
     }
   }
@@ -298,8 +349,12 @@ template <bool kCols>
 void tile_any(const TileArgs& t) {
   static_assert(kMR == 6, "tile shapes below assume kMR == 6");
   if constexpr (!kCols) {
+    if (t.nonneg_flush > 0) {
+      tile_rows_exact<true>(t);
+      return;
+    }
     if (t.no_min) {
-      tile_rows_sign(t);
+      tile_rows_exact<false>(t);
       return;
     }
   }

@@ -26,7 +26,7 @@ struct TileArgs {
   int64_t ldc;
   const int16_t* a16 = nullptr;  // cols orientation: the weight block widened to int16 (PackedWeights::data16)
   bool no_min = false;           // no weight of the packed matrix is -128 (PackedWeights::no_min)
-  // Cols orientation, from Epilogue::x_max: > 0 when every activation is in [0, 127]; the number of k-groups whose
+  // From Epilogue::x_max (either orientation): > 0 when every activation is in [0, 127]; the number of k-groups whose
   // vpmaddubsw pair sums (each |.| <= 2 * x_max * max|w|) can be added in int16 without overflow (1: none).
   int32_t nonneg_flush = 0;
 };

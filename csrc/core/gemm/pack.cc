@@ -45,13 +45,14 @@ PackedWeights pack_generic(int64_t n, int64_t k, PackedWeights::Layout layout, A
   const int8_t* wd = w.data.data();
   for (size_t i = 0; i < w.data.size(); ++i) any_min |= static_cast<uint8_t>(wd[i] == -128);
   w.no_min = any_min == 0;
+  // The largest |w| (bounds the AVX2 int16 sums of Epilogue::x_max); a u8 max, branch-free like the scan above.
+  uint8_t max_abs = 0;
+  for (size_t i = 0; i < w.data.size(); ++i) {
+    const auto v = static_cast<uint8_t>(wd[i] < 0 ? -static_cast<int32_t>(wd[i]) : wd[i]);
+    max_abs = v > max_abs ? v : max_abs;
+  }
+  w.max_abs = max_abs;
   if (layout == PackedWeights::Layout::kRowBlocks) {
-    int32_t max_abs = 0;
-    for (size_t i = 0; i < w.data.size(); ++i) {
-      const int32_t v = wd[i] < 0 ? -static_cast<int32_t>(wd[i]) : static_cast<int32_t>(wd[i]);
-      max_abs = v > max_abs ? v : max_abs;
-    }
-    w.max_abs = max_abs;
     w.data16.resize(w.data.size());
     for (size_t i = 0; i < w.data.size(); ++i) w.data16.data()[i] = w.data.data()[i];
   }

@@ -52,7 +52,7 @@ struct PackedWeights {
   // with one vpbroadcastq from memory instead of a load, a sign extension and a broadcast per row and k-group.
   AlignedBuffer<int16_t> data16;
   bool no_min = false;  // no weight is -128 (|w| <= 127: the AVX2 kernels' vpmaddubsw cannot saturate)
-  int32_t max_abs = 128;  // kRowBlocks: the largest |w| (bounds the int16 sums of Epilogue::x_max); else 128
+  int32_t max_abs = 128;  // the largest |w| (bounds the AVX2 int16 sums of Epilogue::x_max)
   int block() const { return layout == Layout::kPanels ? kPanel : kMR; }
   int64_t blocks() const { return (n + block() - 1) / block(); }
 };

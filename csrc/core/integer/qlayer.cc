@@ -216,7 +216,7 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
              std::vector<double> b, bool relu)
     : n_(n),
       k_(k),
-      act_(act),
+      act_(nonneg_codes(act)),
       s_(std::move(s)),
       b_(std::move(b)),
       relu_(relu),
@@ -233,6 +233,7 @@ void QGemm::run(const float* x, int64_t rows, float* out, const gemm::Parallel& 
   int32_t* acc = scratch(t_acc, n_out);
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
+  ep.x_max = nonneg_max(act_);
   gemm::gemm_rows(codes, rows, k_, packed_, ep, acc, n_, par, kernel);
   rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }

@@ -44,7 +44,7 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
 
 // `a` with offset = min(q - z, 0) when every value a = q - z it can stand for, and 0 (padding), lie within 127
 // of each other (any quantizer of at most 7 bits net of its zero point, and the bipolar one): its stored codes are
-// then in [0, 127]. Otherwise `a` unchanged. QConv uses it for the AVX2 engine's int16 path.
+// then in [0, 127]. Otherwise `a` unchanged. QConv and QGemm use it for the AVX2 engine's int16 paths.
 ActQuant nonneg_codes(ActQuant a);
 
 // The largest stored code of `a` when every stored code (NaN and the code of padding, -offset, included) lies in

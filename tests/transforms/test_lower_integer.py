@@ -106,9 +106,9 @@ def test_conv_layer_follows_the_contract(backend, bits, signed, zeropt, rounding
     m, p = _conv_model(bits, signed, zeropt, rounding, bn)
     lowered = lower_integer(m)
     ops = [n.op_type for n in lowered.graph.node]
-    # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact); "mixed" (auto on AVX2)
-    # takes the engine where the values q - z and 0 span at most 127 (here: the cases below 8 bits)
-    on_engine = backend == "engine" or (backend == "mixed" and bits < 8)
+    # BatchNormalization and Relu folded into the op (engine) or into Rescale (float-exact); "mixed" (auto) takes
+    # the engine wherever the weight codes fit int8 (5-bit weights here)
+    on_engine = backend in ("engine", "mixed")
     assert ops == (["QConv"] if on_engine else ["QuantCodes", "Conv", "Rescale"]), ops
     x = (np.random.default_rng(1).standard_normal((3, 4, 9, 9)) * 0.5).astype(np.float32)
     got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
@@ -164,7 +164,7 @@ def _gemm_model(act_from_input: bool = False, act_bits: float = 4.0, flatten: bo
 def test_gemm_through_maxpool_and_flatten(backend):
     m = _gemm_model()
     out = lower_integer(m)
-    tail = ["QGemm"] if backend == "engine" else ["QuantCodes", "MatMul", "Rescale"]
+    tail = ["QGemm"] if backend != "float" else ["QuantCodes", "MatMul", "Rescale"]
     assert [n.op_type for n in out.graph.node] == ["MaxPool", "Flatten", *tail]
     x = np.random.default_rng(3).standard_normal((5, 3, 8, 8)).astype(np.float32)
     a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
@@ -206,7 +206,7 @@ def test_integer_pipeline_reports_and_checks(backend):
     assert "lower_integer" in changed
     onnx.checker.check_model(out)  # the integer ops have schemas
     (d,) = integer_plan(m)
-    assert d.integer and d.reason == ("QGemm (int8 engine)" if backend == "engine" else
+    assert d.integer and d.reason == ("QGemm (int8 engine)" if backend != "float" else
                                       "MatMul on integer values (float-exact)")  # fmt: skip
 
 

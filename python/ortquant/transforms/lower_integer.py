@@ -13,17 +13,15 @@ scale ``S`` and bias ``B``::
 
 Two backends compute the same bits (the contract only depends on the exact integer sum):
 
-- ``engine``: ``QConv`` / ``QGemm`` on ortquant's int8 GEMM engine (fast where the CPU has int8 dot products,
-  AVX-512 VNNI / AVX-VNNI);
+- ``engine``: ``QConv`` / ``QGemm`` on ortquant's int8 GEMM engine (VNNI where the CPU has it; on AVX2 an
+  int16-accumulating kernel for activations of at most 7 bits, an exact sign kernel otherwise);
 - ``float``: ``QuantCodes`` (the activation's integer values q - z as float32) -> onnxruntime's own float ``Conv`` /
   ``MatMul`` on the weight codes as float32 -> ``Rescale``. Used only where every partial sum is an integer below
-  2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order; fast on CPUs without int8
-  dot products (AVX2), where onnxruntime's pre-packed float convolution beats the engine.
+  2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order.
 
-``ORTQUANT_INTEGER_BACKEND=engine|float|mixed|auto`` chooses (default ``auto``: ``engine`` when the GEMM kernel the
-preparing process resolves to is a VNNI one; otherwise (AVX2) per layer, ``engine`` where the activation codes are
-non-negative and at most 127 (the AVX2 engine's int16-accumulating kernel) and ``float`` elsewhere where exact:
-:func:`integer_backend` then says ``mixed``). The choice is made when the model is
+``ORTQUANT_INTEGER_BACKEND=engine|float|mixed|auto`` chooses (default ``auto`` = ``mixed``: per layer, ``engine``
+where the weight codes fit int8, ``float`` for the others where exact; ``engine`` and ``float`` force one backend,
+leaving on the float path what it cannot run). The choice is made when the model is
 prepared, so a model prepared by ``ortquant prepare --integer`` carries the preparing machine's choice; the
 results are the same bits either way.
 
@@ -60,20 +58,7 @@ def integer_backend() -> str:
         return choice
     if choice != "auto":
         raise ValueError(f"ORTQUANT_INTEGER_BACKEND must be engine, float, mixed or auto, got {choice!r}")
-    from ortquant import _C
-
-    return "engine" if "vnni" in _C.gemm_kernel("auto") else "mixed"
-
-
-def _act_nonneg(act: dict[str, object]) -> bool:
-    """QConv can store the activation's codes in [0, 127] (core/integer/qlayer.h ``nonneg_codes``): every value
-    q - z, and 0 (padding), lie within 127 of each other: at most 7 bits net of the zero point, or bipolar."""
-    if act.get("act_bipolar") or (act.get("act_signed", 1) and act.get("act_bits") == 1):
-        return True
-    bits, signed, narrow = int(act["act_bits"]), int(act.get("act_signed", 1)), int(act.get("act_narrow", 0))
-    z = int(float(act.get("act_zeropt", 0.0)))
-    lo, hi = (-(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1 - narrow)
-    return max(hi - z, 0) - min(lo - z, 0) <= 127
+    return "mixed"
 
 
 def _act_max(act: dict[str, object]) -> int:
@@ -344,9 +329,8 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
     b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
     wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
-    if backend == "mixed":  # AVX2: the engine where its int16 kernel applies (convolutions), else float-exact
-        fits = bool(np.all((w_codes >= -128) & (w_codes <= 127)))
-        backend = "engine" if op == "Conv" and fits and _act_nonneg(act) else "float"
+    if backend == "mixed":  # the engine where the weight codes fit int8, else float-exact (where exact)
+        backend = "engine" if bool(np.all((w_codes >= -128) & (w_codes <= 127))) else "float"
     if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
         act_attrs = {key: v for key, v in act.items()}
         codes = f"{base}_codes"

@@ -27,7 +27,8 @@ void* thread_scratch(ScratchSlot slot, size_t bytes) {
   if (b.size < bytes) {
     static const char* const names[] = {"GEMM row tiles",        "GEMM panels",
                                         "convolution phase planes", "convolution output grid",
-                                        "convolution row pointers", "depthwise phase planes",
+                                        "convolution row pointers", "convolution tap offsets",
+                                        "depthwise phase planes",
                                         "depthwise accumulators",  "transposed convolution sums",
                                         "transposed convolution accumulators"};
     static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(ScratchSlot::kCount));

@@ -13,6 +13,7 @@ enum class ScratchSlot : int {
   kConvPhases,
   kConvGrid,
   kConvRows,
+  kConvTaps,
   kDepthwisePhases,
   kDepthwiseAcc,
   kConvTransposeSums,

@@ -142,11 +142,32 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
     first[q] = std::clamp<int64_t>(ceil_div(a.pl - q, sw, "conv phase columns"), 0, cols);
     end[q] = std::max(first[q], std::min(cols, floor_div(w - 1 + a.pl - q, sw, "conv phase columns") + 1));
   }
+  if (sh == 1 && sw == 1) {
+    // Unit strides (most layers): one phase, the input plane with its padding; per channel one memset for the top
+    // pad, each row's left pad, copy and right pad written in one pass, one memset for the bottom pad and tail.
+    const int64_t top = std::min<int64_t>(a.pt, rows), first_row = top, last_row = std::min<int64_t>(rows, a.pt + h);
+    const int64_t f = first[0], e = end[0];
+    for (int64_t c = 0; c < channels; ++c) {
+      const int8_t* plane_in = x + c * h * w;
+      int8_t* cdst = dst + c * plane;
+      std::memset(cdst, 0, static_cast<size_t>(top * cols));
+      for (int64_t yy = first_row; yy < last_row; ++yy) {
+        int8_t* row = cdst + yy * cols;
+        const int8_t* src = plane_in + (yy - a.pt) * w + f - a.pl;
+        for (int64_t xx = 0; xx < f; ++xx) row[xx] = 0;
+        if (e > f) std::memcpy(row + f, src, static_cast<size_t>(e - f));
+        for (int64_t xx = e > f ? e : f; xx < cols; ++xx) row[xx] = 0;
+      }
+      std::memset(cdst + last_row * cols, 0, static_cast<size_t>(plane - last_row * cols));
+    }
+    return;
+  }
   for (int64_t c = 0; c < channels; ++c) {
     const int8_t* plane_in = x + c * h * w;
     int8_t* cdst = dst + c * sh * sw * plane;
-    for (int64_t y = 0; y < rows * sh; ++y) {
-      const int64_t r = y % sh, yy = y / sh, iy = y - a.pt;
+    for (int64_t r = 0; r < sh; ++r) {  // input row y = yy * sh + r (no division per row: small images are
+     for (int64_t yy = 0; yy < rows; ++yy) {  // dominated by per-row costs)
+      const int64_t iy = yy * sh + r - a.pt;
       for (int64_t q = 0; q < sw; ++q) {
         int8_t* row = cdst + (r * sw + q) * plane + yy * cols;
         const int64_t f = q < 64 ? first[q] : cols, e = q < 64 ? end[q] : cols;
@@ -165,6 +186,7 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
         }
         for (int64_t xx = e; xx < cols; ++xx) row[xx] = 0;
       }
+     }
     }
     for (int64_t ph = 0; ph < sh * sw; ++ph)
       std::memset(cdst + ph * plane + rows * cols, 0, static_cast<size_t>(plane - rows * cols));
@@ -306,6 +328,16 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
                              ? nullptr
                              : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * grid * es));
   const size_t build_tasks = direct ? 1 : tasks_for(cg_, 64 * g.channel_bytes());
+  if (!direct) {
+    // k = (channel, i, j): each im2col row is one contiguous run of a phase plane. The phase buffer is the same for
+    // every image and group, so the row pointers are computed once per call (tap offsets once per tap).
+    const int64_t taps = a_.kh * a_.kw;
+    int64_t* const tap_off = thread_scratch_as<int64_t>(ScratchSlot::kConvTaps, static_cast<size_t>(taps));
+    for (int64_t t = 0; t < taps; ++t) tap_off[t] = tap_run(phases, g, a_, 0, t / a_.kw, t % a_.kw) - phases;
+    const int64_t cstride = g.channel_bytes();
+    for (int64_t ch = 0; ch < cg_; ++ch)
+      for (int64_t t = 0; t < taps; ++t) rows[ch * taps + t] = phases + ch * cstride + tap_off[t];
+  }
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t gi = 0; gi < a_.group; ++gi) {
       const int8_t* xg = x + (b * c + gi * cg_) * h * w;
@@ -317,11 +349,6 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
           const int64_t c1 = cg_ * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
           build_phases(xg + c0 * h * w, c1 - c0, h, w, a_, g, phases + c0 * g.channel_bytes());
         });
-        // k = (channel, i, j): each im2col row is one contiguous run of a phase plane.
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const int64_t ch = kk / (a_.kh * a_.kw), i = (kk / a_.kw) % a_.kh, j = kk % a_.kw;
-          rows[kk] = tap_run(phases, g, a_, ch, i, j);
-        }
       }
       Epilogue eg = ep;
       if (ep.bias) eg.bias = ep.bias + gi * mg;

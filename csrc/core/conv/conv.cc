@@ -165,9 +165,8 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
   for (int64_t c = 0; c < channels; ++c) {
     const int8_t* plane_in = x + c * h * w;
     int8_t* cdst = dst + c * sh * sw * plane;
-    for (int64_t r = 0; r < sh; ++r) {  // input row y = yy * sh + r (no division per row: small images are
-     for (int64_t yy = 0; yy < rows; ++yy) {  // dominated by per-row costs)
-      const int64_t iy = yy * sh + r - a.pt;
+    for (int64_t yy = 0, r = 0, y = 0; y < rows * sh; ++y) {  // y = yy * sh + r, in input order (no division)
+      const int64_t iy = y - a.pt;
       for (int64_t q = 0; q < sw; ++q) {
         int8_t* row = cdst + (r * sw + q) * plane + yy * cols;
         const int64_t f = q < 64 ? first[q] : cols, e = q < 64 ? end[q] : cols;
@@ -186,7 +185,7 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
         }
         for (int64_t xx = e; xx < cols; ++xx) row[xx] = 0;
       }
-     }
+      if (++r == sh) r = 0, ++yy;
     }
     for (int64_t ph = 0; ph < sh * sw; ++ph)
       std::memset(cdst + ph * plane + rows * cols, 0, static_cast<size_t>(plane - rows * cols));

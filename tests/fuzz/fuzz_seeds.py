@@ -389,7 +389,10 @@ def load_seeds() -> tuple[Seed, ...]:
         m = onnx.load(str(f))
         d = np.load(f.with_suffix(".npz"))
         feeds = {m.graph.input[0].name: np.asarray(d["input_b1"])}
+        mi = ortquant.prepare_model(m, integer=True)  # integer mode: QConv / QGemm / QuantCodes / Rescale nodes
         m = ortquant.prepare_model(m)
         _name_nodes(m)
         seeds.append((f"qonnx_{f.stem}", m, feeds))
+        _name_nodes(mi)
+        seeds.append((f"integer_{f.stem}", mi, feeds))
     return tuple(seeds)

@@ -340,12 +340,14 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
             wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.float32)), f"{base}_Wf")
             conv_attrs = {key: v for key, v in attrs.items() if key in ("strides", "pads", "dilations", "group",
                                                                         "kernel_shape")}  # fmt: skip
-            new_nodes.append(helper.make_node("Conv", [codes, wf.name], [f"{base}_acc"], name=f"{name}_sum",
+            # named after its output: onnxruntime renames the Conv it rewrites to NCHWc "<output>_nchwc", and its
+            # errors should still name a node of the model
+            new_nodes.append(helper.make_node("Conv", [codes, wf.name], [f"{base}_acc"], name=f"{base}_acc",
                                               **conv_attrs))  # fmt: skip
             axis = 1
         else:
             wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.T.astype(np.float32)), f"{base}_Wf")
-            new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=f"{name}_sum"))
+            new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=f"{base}_acc"))
             axis = -1
         new_nodes.append(
             helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [out_name], name=f"{name}_rescale",

@@ -139,13 +139,14 @@ def run_campaign(
     only: str | None = None,
     mutations: bool = True,
     partial_out: str | None = None,
+    integer: bool = False,
 ) -> list[Outcome]:
     """Runs n_cases mutated cases; returns one Outcome per case (in case order). mutations=False runs the seeds
     themselves (n_cases is then ignored)."""
     import ortquant
 
     lib = lib or ortquant.library_path()
-    all_seeds = seedmod.load_seeds()
+    all_seeds = seedmod.load_seeds(integer=integer)
     if only:
         all_seeds = tuple(s for s in all_seeds if only in s[0])
     vocab, ops = vocabulary(all_seeds)
@@ -253,6 +254,7 @@ def main() -> int:
     ap.add_argument("--seeds-only", action="store_true", help="run the unmutated seeds (--cases is ignored)")
     ap.add_argument("--outcomes", action="store_true", help="list every case's outcome in the report")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
+    ap.add_argument("--integer", action="store_true", help="also the models/ networks in integer mode as seeds")
     a = ap.parse_args()
     t0 = time.time()
     res = run_campaign(
@@ -265,6 +267,7 @@ def main() -> int:
         only=a.only,
         mutations=not a.seeds_only,
         partial_out=a.out,
+        integer=a.integer,
     )
     rep = summarize(res)
     if a.outcomes:

@@ -32,6 +32,16 @@ gemm::Kernel kernel_named(const std::string& name) {
   return gemm::resolve_kernel(k);
 }
 
+// A layer's kernel name: an engine kernel (forces the int8 engine), "auto", or "xnor" (auto, and an error unless
+// the layer is a 1-bit layer that takes the XNOR-popcount path).
+template <class Layer>
+gemm::Kernel layer_kernel(const std::string& name, const Layer& layer) {
+  if (name != "xnor") return kernel_named(name);
+  if (!layer.uses_xnor())
+    throw Error("kernel 'xnor' needs a 1-bit layer (bipolar activation, weight codes all -1 or +1)");
+  return gemm::Kernel::kAuto;
+}
+
 std::vector<double> vec(const F64& a) { return std::vector<double>(a.data(), a.data() + a.size()); }
 
 }  // namespace
@@ -57,7 +67,7 @@ void register_integer(py::module_& m) {
         const integer::QGemm g(w.data(), w.shape(0), w.shape(1),
                                act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu);
         py::array_t<float> out({x.shape(0), w.shape(0)});
-        if (out.size()) g.run(x.data(), x.shape(0), out.mutable_data(), &gemm::run_inline, kernel_named(kernel));
+        if (out.size()) g.run(x.data(), x.shape(0), out.mutable_data(), &gemm::run_inline, layer_kernel(kernel, g));
         return out;
       },
       py::arg("x"), py::arg("w"), py::arg("s"), py::arg("b"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"),
@@ -83,7 +93,7 @@ void register_integer(py::module_& m) {
         const Shape xs = shape_of(x);
         const Shape os = c.output_shape(xs);
         py::array_t<float> out(std::vector<py::ssize_t>(os.begin(), os.end()));
-        if (out.size()) c.run(x.data(), xs, out.mutable_data(), &gemm::run_inline, kernel_named(kernel));
+        if (out.size()) c.run(x.data(), xs, out.mutable_data(), &gemm::run_inline, layer_kernel(kernel, c));
         return out;
       },
       py::arg("x"), py::arg("w"), py::arg("s"), py::arg("b"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"),

@@ -331,7 +331,11 @@ def qgemm(
     relu: bool = False,
     **act: object,
 ) -> np.ndarray:
-    """ortquant.integer::QGemm on x [rows, K] float32 with weight codes w [N, K] int8, S and B [N] float64."""
+    """ortquant.integer::QGemm on x [rows, K] float32 with weight codes w [N, K] int8, S and B [N] float64.
+
+    ``kernel``: "auto" (the layer's own choice), an engine kernel ("scalar", "avx2", "avxvnni", "avx512vnni":
+    forces the int8 engine), or "xnor" (a 1-bit layer's XNOR-popcount path; an error for other layers).
+    """
     return _C.qgemm(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
         np.asarray(b, dtype=np.float64), kernel=kernel, relu=relu, **_act_args(act),
@@ -351,7 +355,10 @@ def qconv(
     relu: bool = False,
     **act: object,
 ) -> np.ndarray:
-    """ortquant.integer::QConv on x [N, C, H, W] float32, weight codes w [M, C/group, kH, kW], S and B [M]."""
+    """ortquant.integer::QConv on x [N, C, H, W] float32, weight codes w [M, C/group, kH, kW], S and B [M].
+
+    ``kernel`` as for :func:`qgemm`.
+    """
     return _C.qconv(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
         np.asarray(b, dtype=np.float64), strides=list(strides), pads=list(pads), dilations=list(dilations),

@@ -251,3 +251,83 @@ def test_qgemm_nonneg_int16_path_is_exact(act, wrange, cin, fill, kernel):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     if fill == "max" and wrange != (0, 0):
         assert np.abs(want).max() > 0
+
+
+# ---- 1-bit layers: XNOR-popcount -------------------------------------------------------------------------------
+
+BIPOLAR_ACTS = [{"bipolar": True}, {"bits": 1, "signed": True}]  # BipolarQuant, and Quant's signed 1-bit case
+
+
+def _unit_codes(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return np.where(rng.random(shape) < 0.5, -1, 1).astype(np.int8)
+
+
+def _signed_acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    """Random signs, plus the values whose sign a wrong quantizer gets wrong: +-0, tiny negatives whose x / s
+    rounds to -0 (bit 1), NaN (bit 0), infinities."""
+    x = (rng.standard_normal(shape) * scale).astype(np.float32)
+    flat = x.reshape(-1)
+    specials = np.array([0.0, -0.0, -1e-45, 1e-45, np.nan, np.inf, -np.inf], dtype=np.float32)
+    flat[: min(specials.size, flat.size)] = specials[: min(specials.size, flat.size)]
+    return x
+
+
+@pytest.mark.parametrize("act", BIPOLAR_ACTS, ids=["bipolarquant", "quant1s"])
+@pytest.mark.parametrize("k", [1, 63, 64, 65, 300])
+def test_qgemm_xnor_matches_reference_and_engine(isa, act, k):
+    rng = np.random.default_rng(k)
+    rows, n = 7, 13  # n not a multiple of the kernel's 4 columns
+    x = _signed_acts(rng, (rows, k), 0.3)
+    w = _unit_codes(rng, (n, k))
+    s, b = _channel_params(rng, n, 0.3)
+    act = {"scale": 0.3, **act}
+    got = kernels.qgemm(x, w, s, b, kernel="xnor", **act)
+    want = ref.qgemm(x, w, s, b, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    engine = kernels.qgemm(x, w, s, b, kernel="scalar", **act)
+    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+
+
+XNOR_CONV_CASES = [
+    *CONV_CASES,
+    # channels per group: exactly one word, one word and one bit, several words
+    ((1, 64, 6, 6), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 65, 5, 7), (5, 3, 3), (2, 1), (0, 1, 1, 0), (1, 1), 1),
+    ((1, 260, 4, 4), (6, 2, 2), (1, 1), (1, 1, 0, 0), (2, 1), 2),
+    ((1, 4, 3, 3), (4, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),  # every pixel has padded taps
+]
+
+
+@pytest.mark.parametrize("act", BIPOLAR_ACTS, ids=["bipolarquant", "quant1s"])
+@pytest.mark.parametrize("case", range(len(XNOR_CONV_CASES)))
+def test_qconv_xnor_matches_reference_and_engine(isa, act, case):
+    xs, (m, kh, kw), st, pa, di, group = XNOR_CONV_CASES[case]
+    rng = np.random.default_rng(100 + case)
+    x = _signed_acts(rng, xs, 0.2)
+    w = _unit_codes(rng, (m, xs[1] // group, kh, kw))
+    s, b = _channel_params(rng, m, 0.2)
+    act = {"scale": 0.2, **act}
+    conv = {"strides": st, "pads": pa, "dilations": di, "group": group, "relu": case % 2 == 1}
+    got = kernels.qconv(x, w, s, b, kernel="xnor", **conv, **act)
+    want = ref.qconv(x, w, s, b, **conv, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    engine = kernels.qconv(x, w, s, b, kernel="scalar", **conv, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+
+
+def test_xnor_path_is_taken_only_by_1bit_layers():
+    rng = np.random.default_rng(5)
+    x = _signed_acts(rng, (2, 40), 0.3)
+    s, b = _channel_params(rng, 3, 0.3)
+    w = _unit_codes(rng, (3, 40))
+    kernels.qgemm(x, w, s, b, kernel="xnor", bipolar=True, scale=0.3)  # a 1-bit layer: no error
+    w0 = w.copy()
+    w0[1, 7] = 0  # one code that is not +-1
+    with pytest.raises(Exception, match="needs a 1-bit layer"):
+        kernels.qgemm(x, w0, s, b, kernel="xnor", bipolar=True, scale=0.3)
+    with pytest.raises(Exception, match="needs a 1-bit layer"):  # activation not bipolar
+        kernels.qgemm(x, w, s, b, kernel="xnor", bits=2, signed=True, scale=0.3)
+    np.testing.assert_array_equal(  # auto on the non-1-bit layer: the engine, still exact
+        kernels.qgemm(x, w0, s, b, bipolar=True, scale=0.3).view(np.uint32),
+        ref.qgemm(x, w0, s, b, bipolar=True, scale=0.3).view(np.uint32),
+    )

@@ -210,6 +210,16 @@ def test_integer_pipeline_reports_and_checks(backend):
                                       "MatMul on integer values (float-exact)")  # fmt: skip
 
 
+def test_plan_names_the_xnor_path_of_1bit_layers(engine):
+    """binary_mlp (BipolarQuant activations and weights) takes XNOR-popcount; a 4-bit CNN the int8 engine."""
+    from pathlib import Path
+
+    models = Path(__file__).resolve().parents[2] / "models"
+    reasons = [d.reason for d in integer_plan(onnx.load(str(models / "binary_mlp.onnx")))]
+    assert reasons == ["QGemm (XNOR-popcount) (+ BatchNormalization folded)", "QGemm (XNOR-popcount)"]
+    assert all("(int8 engine)" in d.reason for d in integer_plan(onnx.load(str(models / "cnn4c2f_w4a4.onnx"))))
+
+
 def test_float_backend_only_where_float32_sums_are_exact(monkeypatch):
     """8-bit activations x 8-bit weights over K = 1100: 128 * 127 * 1100 > 2^24, so the engine runs it."""
     monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "float")

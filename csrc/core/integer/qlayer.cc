@@ -19,6 +19,8 @@ T* scratch(std::vector<T>& v, int64_t n) {
 }
 thread_local std::vector<int8_t> t_codes, t_padded;
 thread_local std::vector<int32_t> t_acc;
+thread_local std::vector<uint8_t> t_signs;
+thread_local std::vector<uint64_t> t_bits;
 
 int64_t checked_mul(int64_t a, int64_t b) {
   int64_t r;
@@ -40,6 +42,30 @@ void check_channel_params(const std::vector<double>& s, const std::vector<double
   for (size_t j = 0; j < s.size(); ++j)
     if (!std::isfinite(s[j]) || !std::isfinite(b[j]))
       throw Error("the per-channel scale and bias must be finite (channel " + std::to_string(j) + ")");
+}
+
+// The XNOR-popcount weights of a layer with activation `act` and weight codes w [n][channels][taps], when it is a
+// 1-bit layer whose sums fit int32 (xnor.h).
+std::optional<XnorWeights> xnor_weights(const ActQuant& act, const int8_t* w, int64_t n, int64_t channels,
+                                        int64_t taps) {
+  const int64_t k = checked_mul(channels, taps);
+  // The engine's reduction limit (the engine path would refuse a longer one; it also bounds the per-pixel gather).
+  if (!act.bipolar || k > gemm::kMaxK || !all_unit_codes(w, checked_mul(n, k))) return std::nullopt;
+  return pack_xnor_weights(w, n, channels, taps);
+}
+
+// Splits `units` units of work into at most 4 tasks per thread-pool thread's worth (ORT's pool balances them) and
+// runs fn(u0, u1) on each range.
+template <class F>
+void parallel_ranges(const gemm::Parallel& par, int64_t units, int64_t min_units, F fn) {
+  int64_t tasks = units / (min_units > 0 ? min_units : 1);
+  tasks = tasks < 1 ? 1 : (tasks > 64 ? 64 : tasks);
+  if (tasks == 1) return fn(int64_t{0}, units);
+  const int64_t per = (units + tasks - 1) / tasks;
+  par(static_cast<size_t>(tasks), [&](size_t t) {
+    const int64_t u0 = static_cast<int64_t>(t) * per, u1 = u0 + per < units ? u0 + per : units;
+    if (u0 < u1) fn(u0, u1);
+  });
 }
 
 }  // namespace
@@ -138,7 +164,7 @@ bool needs_explicit_pad(const conv::ConvAttrs& a, const ActQuant& act) {
 }  // namespace
 
 QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
-             std::vector<double> s, std::vector<double> b, bool relu)
+             std::vector<double> s, std::vector<double> b, bool relu, bool xnor)
     : a_(a),
       explicit_pad_(needs_explicit_pad(a, nonneg_codes(act))),
       m_(m),
@@ -152,6 +178,8 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= act_.offset;
+  if (xnor) xnor_ = xnor_weights(act_, w, m, cg, a.kh * a.kw);
+  if (xnor_) zero_corr_.assign(static_cast<size_t>(m), 0);
 }
 
 Shape QConv::output_shape(const Shape& x) const {
@@ -160,8 +188,64 @@ Shape QConv::output_shape(const Shape& x) const {
   return conv_.output_shape({x[0], x[1], x[2] + a_.pt + a_.pb, x[3] + a_.pl + a_.pr});
 }
 
+void QConv::run_xnor(const float* x, const Shape& xs, const Shape& os, float* out,
+                     const gemm::Parallel& par) const {
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], g = a_.group, oh = os[2], ow = os[3];
+  const int64_t hw = checked_mul(h, w), ohw = checked_mul(oh, ow), words = xnor_->words, mg = m_ / g;
+  // Bits [n][g][h * w][words]: each image and group's channels packed per pixel.
+  uint64_t* bits = scratch(t_bits, checked_mul(checked_mul(checked_mul(n, g), hw), words));
+  uint8_t* signs = scratch(t_signs, checked_mul(cg_, hw));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t gi = 0; gi < g; ++gi)
+      xnor_pack_pixels(act_, x + (b * c + gi * cg_) * hw, cg_, hw, signs, bits + (b * g + gi) * hw * words);
+  int32_t* acc = scratch(t_acc, shape_size(os));
+  const int64_t taps = a_.kh * a_.kw;
+  // One unit: an output row of one image and group. Each pixel's taps are gathered into one run of taps * words
+  // words; a padded tap is gathered as 0 words, which adds popcount(w) of that tap to each row's distance: taken
+  // back out below (xnor.h).
+  const auto base_all = static_cast<int32_t>(taps * cg_);
+  parallel_ranges(par, n * g * oh, 8, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<uint64_t> t_gather;
+    thread_local std::vector<int32_t> t_pad;
+    uint64_t* xk = scratch(t_gather, taps * words);
+    int32_t* pad = scratch(t_pad, taps);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t y = u % oh, gi = (u / oh) % g, b = u / (oh * g);
+      const uint64_t* img = bits + (b * g + gi) * hw * words;
+      int32_t* row = acc + b * m_ * ohw + y * ow;
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        int64_t npad = 0;
+        for (int64_t r = 0; r < a_.kh; ++r) {
+          const int64_t iy = y * a_.sh - a_.pt + r * a_.dh;
+          for (int64_t q = 0; q < a_.kw; ++q) {
+            const int64_t ix = xo * a_.sw - a_.pl + q * a_.dw, t = r * a_.kw + q;
+            uint64_t* dst = xk + t * words;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) {
+              for (int64_t i = 0; i < words; ++i) dst[i] = 0;
+              pad[npad++] = static_cast<int32_t>(t);
+            } else {
+              const uint64_t* src = img + (iy * w + ix) * words;
+              for (int64_t i = 0; i < words; ++i) dst[i] = src[i];
+            }
+          }
+        }
+        const auto base = static_cast<int32_t>(base_all - npad * cg_);
+        xnor_dot(xk, base, *xnor_, gi * mg, (gi + 1) * mg, row + xo, ohw);
+        for (int64_t j = gi * mg; npad && j < (gi + 1) * mg; ++j) {
+          const int32_t* pop = xnor_->pop.data() + j * taps;
+          int32_t padded = 0;
+          for (int64_t i = 0; i < npad; ++i) padded += pop[pad[i]];
+          row[xo + j * ohw] += 2 * padded;
+        }
+      }
+    }
+  });
+  rescale(acc, out, n, m_, ohw, zero_corr_.data(), s_.data(), b_.data(), relu_);
+}
+
 void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
+  if (xnor_ && kernel == gemm::Kernel::kAuto) return run_xnor(x, xs, os, out, par);
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
   int8_t* codes = scratch(t_codes, n_in);
   quantize_codes(act_, x, codes, n_in);
@@ -213,7 +297,7 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
 // ---- QGemm -------------------------------------------------------------------------------------------------
 
 QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s,
-             std::vector<double> b, bool relu)
+             std::vector<double> b, bool relu, bool xnor)
     : n_(n),
       k_(k),
       act_(nonneg_codes(act)),
@@ -224,9 +308,24 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
   for (auto& c : corr_) c *= act_.offset;
+  if (xnor) xnor_ = xnor_weights(act_, w, n, k, 1);
+  if (xnor_) zero_corr_.assign(static_cast<size_t>(n), 0);
+}
+
+void QGemm::run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const {
+  const int64_t words = xnor_->words;
+  uint64_t* bits = scratch(t_bits, checked_mul(rows, words));
+  xnor_pack_rows(act_, x, rows, k_, bits);
+  int32_t* acc = scratch(t_acc, checked_mul(rows, n_));
+  parallel_ranges(par, rows, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) xnor_dot(bits + r * words, static_cast<int32_t>(k_), *xnor_, 0, n_,
+                                               acc + r * n_, 1);
+  });
+  rescale(acc, out, rows, n_, 1, zero_corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 void QGemm::run(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+  if (xnor_ && kernel == gemm::Kernel::kAuto) return run_xnor(x, rows, out, par);
   const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
   int8_t* codes = scratch(t_codes, n_in);
   quantize_codes(act_, x, codes, n_in);

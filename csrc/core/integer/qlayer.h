@@ -15,10 +15,12 @@
 // engine's sums are exact integers, and the rescale is the same two float64 operations.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/conv/conv.h"
 #include "core/gemm/gemm.h"
+#include "core/integer/xnor.h"
 #include "core/rounding.h"
 #include "core/shape.h"
 
@@ -66,15 +68,19 @@ void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n);
 void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
                  const double* s, const double* b, bool relu);
 
-// A quantized 2-D convolution (NCHW float in, NCHW float out) with weight codes [m][c/group][kh][kw].
+// A quantized 2-D convolution (NCHW float in, NCHW float out) with weight codes [m][c/group][kh][kw]. With a
+// bipolar activation and weight codes all -1 or +1 it runs on XNOR-popcount (xnor.h), with the same output bits.
 class QConv {
  public:
-  // relu: a standard Relu on the output, fused into the rescale.
+  // relu: a standard Relu on the output, fused into the rescale. xnor: a 1-bit layer may take the XNOR-popcount
+  // path (false: always the int8 engine).
   QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
-        std::vector<double> s, std::vector<double> b, bool relu = false);
+        std::vector<double> s, std::vector<double> b, bool relu = false, bool xnor = true);
   Shape output_shape(const Shape& x) const;
   void run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  // True for a 1-bit layer: run() with kernel kAuto takes the XNOR-popcount path.
+  bool uses_xnor() const { return xnor_.has_value(); }
 
  private:
   conv::ConvAttrs a_;  // as given (pads of the float convolution)
@@ -85,17 +91,24 @@ class QConv {
   std::vector<int64_t> corr_;
   bool relu_;
   conv::Conv2d conv_;
+  // The 1-bit layer's weight bits (bipolar activation, weight codes all +-1): run() with kernel kAuto takes the
+  // XNOR-popcount path (xnor.h); a forced engine kernel still runs the int8 engine (tests compare the two).
+  std::optional<XnorWeights> xnor_;
+  std::vector<int64_t> zero_corr_;
+  void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
 };
 
-// A quantized matrix product y[r][j] = rescale(sum_k a(x[r][k]) * W[j][k]), weight codes [n][k].
+// A quantized matrix product y[r][j] = rescale(sum_k a(x[r][k]) * W[j][k]), weight codes [n][k]; 1-bit layers
+// on XNOR-popcount as QConv.
 class QGemm {
  public:
   QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s, std::vector<double> b,
-        bool relu = false);
+        bool relu = false, bool xnor = true);
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   void run(const float* x, int64_t rows, float* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  bool uses_xnor() const { return xnor_.has_value(); }  // as QConv::uses_xnor
 
  private:
   int64_t n_, k_;
@@ -104,6 +117,9 @@ class QGemm {
   std::vector<int64_t> corr_;
   bool relu_;
   gemm::PackedWeights packed_;
+  std::optional<XnorWeights> xnor_;  // as in QConv
+  std::vector<int64_t> zero_corr_;
+  void run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
 };
 
 }  // namespace ortquant::integer

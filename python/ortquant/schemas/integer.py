@@ -21,6 +21,9 @@ _ACT = [
     Attr("act_bipolar", AttrType.INT, 0, doc="1: BipolarQuant (x / s >= 0 ? 1 : -1)"),
     Attr("relu", AttrType.INT, 0, doc="1: a Relu on the output, fused (y < 0 ? 0 : y)"),
 ]
+# QConv / QGemm only (not QuantCodes).
+_XNOR = Attr("xnor", AttrType.INT, 1, doc="1: a 1-bit layer (bipolar activation, weight codes +-1) runs on "
+             "XNOR-popcount; 0: on the int8 engine (same bits; for benchmarks)")  # fmt: skip
 _CONV = [
     Attr("kernel_shape", AttrType.INTS),
     Attr("strides", AttrType.INTS),
@@ -64,9 +67,9 @@ def ops() -> list[Op]:
     out = [Param("Y", "tensor(float)")]
     return [
         Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r].",
-           ins, out, [*_ACT, *_CONV], (), _infer_conv),
+           ins, out, [*_ACT, _XNOR, *_CONV], (), _infer_conv),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
-           ins, out, _ACT, (), _infer_gemm),
+           ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
            ins[:1], out, [a for a in _ACT if a.name != "relu"], (), _infer_same),
         Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",

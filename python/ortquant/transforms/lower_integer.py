@@ -372,6 +372,18 @@ def _evaluate_default(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> li
     return evaluate_nodes(model, nodes)
 
 
+def _is_1bit(low: _Lowered) -> bool:
+    """Whether the lowered QConv / QGemm takes the XNOR-popcount path (core/integer/xnor.h): a bipolar activation
+    (BipolarQuant, or Quant's signed 1-bit case with zero point 0) and weight codes all -1 or +1."""
+    op = low.new_nodes[-1]
+    a = {x.name: helper.get_attribute_value(x) for x in op.attribute}
+    bipolar = a.get("act_bipolar", 0) == 1 or (
+        a.get("act_bits", 8) == 1 and a.get("act_signed", 1) == 1 and a.get("act_zeropt", 0.0) == 0.0
+    )
+    w = next((t for t in low.initializers if t.name == op.input[1]), None)
+    return bipolar and w is not None and bool(np.all(np.abs(numpy_helper.to_array(w).astype(np.int64)) == 1))
+
+
 def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
     g = _Graph(model)
     backend = integer_backend()
@@ -390,11 +402,10 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
         folded = [n.op_type for n in low.removed[1:]]
         extra = f" (+ {' + '.join(folded)} folded)" if folded else ""
         last = low.new_nodes[-1].op_type
-        kind = (
-            f"{last} (int8 engine)"
-            if last != "Rescale"
-            else f"{low.new_nodes[-2].op_type} on integer values (float-exact)"
-        )
+        if last == "Rescale":
+            kind = f"{low.new_nodes[-2].op_type} on integer values (float-exact)"
+        else:
+            kind = f"{last} ({'XNOR-popcount' if _is_1bit(low) else 'int8 engine'})"
         decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}"))
     return decisions, lowered
 

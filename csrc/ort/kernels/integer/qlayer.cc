@@ -78,7 +78,7 @@ class QConvKernel : public OpKernel {
     const int64_t m = w.shape[0];
     if (m % a.group != 0) throw_error("the weight's ", m, " output channels are not a multiple of group ", a.group);
     conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
-                  channel_values(info, 3, "B", m), info.attr_bool("relu", false));
+                  channel_values(info, 3, "B", m), info.attr_bool("relu", false), info.attr_bool("xnor", true));
   }
 
   void compute(KernelContext& ctx) const override {
@@ -103,7 +103,7 @@ class QGemmKernel : public OpKernel {
     if (w.shape.size() != 2) throw_error("input W must be 2-D [N, K], got shape ", shape_str(w.shape));
     const int64_t n = w.shape[0];
     gemm_.emplace(w.view().as<int8_t>(), n, w.shape[1], act, channel_values(info, 2, "S", n),
-                  channel_values(info, 3, "B", n), info.attr_bool("relu", false));
+                  channel_values(info, 3, "B", n), info.attr_bool("relu", false), info.attr_bool("xnor", true));
   }
 
   void compute(KernelContext& ctx) const override {

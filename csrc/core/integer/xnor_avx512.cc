@@ -1,0 +1,11 @@
+// XNOR-popcount loops compiled for the avx512 path (flags chosen by this file's name in CMakeLists.txt).
+#include <cstdint>
+#include <cstring>
+
+#include <immintrin.h>
+
+#include "core/integer/xnor_kernels.h"
+
+namespace ortquant::integer::avx512 {
+#include "core/integer/xnor_impl.inc"
+}  // namespace ortquant::integer::avx512

@@ -1,0 +1,21 @@
+// Per-ISA loops of the XNOR-popcount layers (see core/isa.h): xnor_impl.inc compiled three times. The AVX2 and
+// AVX-512 builds use the popcnt instruction; the scalar build the compiler's portable popcount.
+#pragma once
+#include <cstdint>
+
+#include "core/isa.h"
+
+namespace ortquant::integer {
+// Bits of the bipolar quantizer (bit = x / s + z >= 0, float32 IEEE steps, NaN -> 0), as xnor.h's
+// xnor_pack_rows / xnor_pack_pixels; `signs` is scratch of channels * pixels bytes.
+ORTQUANT_DECLARE_ISA_FN(void, xnor_pack_rows_isa,
+                        (const float* x, int64_t rows, int64_t k, float s, float z, uint64_t* out))
+ORTQUANT_DECLARE_ISA_FN(void, xnor_pack_pixels_isa,
+                        (const float* x, int64_t channels, int64_t pixels, float s, float z, uint8_t* signs,
+                         uint64_t* out))
+// out[j * out_stride] = base - 2 * sum over i < words of popcount(x[i] XOR w_j[i]), w_j = w + j * words, for j in
+// [j0, j1).
+ORTQUANT_DECLARE_ISA_FN(void, xnor_dot_isa,
+                        (const uint64_t* x, int64_t words, const uint64_t* w, int64_t j0, int64_t j1, int32_t base,
+                         int32_t* out, int64_t out_stride))
+}  // namespace ortquant::integer

@@ -139,7 +139,7 @@ def run_campaign(
     only: str | None = None,
     mutations: bool = True,
     partial_out: str | None = None,
-    integer: bool = False,
+    integer: bool = True,
 ) -> list[Outcome]:
     """Runs n_cases mutated cases; returns one Outcome per case (in case order). mutations=False runs the seeds
     themselves (n_cases is then ignored)."""
@@ -254,7 +254,7 @@ def main() -> int:
     ap.add_argument("--seeds-only", action="store_true", help="run the unmutated seeds (--cases is ignored)")
     ap.add_argument("--outcomes", action="store_true", help="list every case's outcome in the report")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
-    ap.add_argument("--integer", action="store_true", help="also the models/ networks in integer mode as seeds")
+    ap.add_argument("--no-integer", action="store_true", help="leave out the integer-mode seeds")
     a = ap.parse_args()
     t0 = time.time()
     res = run_campaign(
@@ -267,7 +267,7 @@ def main() -> int:
         only=a.only,
         mutations=not a.seeds_only,
         partial_out=a.out,
-        integer=a.integer,
+        integer=not a.no_integer,
     )
     rep = summarize(res)
     if a.outcomes:

@@ -372,11 +372,24 @@ def _name_nodes(m: onnx.ModelProto) -> None:
 
 
 @functools.cache
-def load_seeds(integer: bool = False) -> tuple[Seed, ...]:
-    """All seeds, in a fixed order (the corpus of a given random seed is reproducible). ``integer``: also the
-    models/ networks in integer mode (QConv / QGemm / QuantCodes / Rescale), the harness's ``--integer``. Not in
-    the fixed corpus yet: preparing them runs more onnxruntime sessions in the harness parent, and one child forked
-    from it hung under ASan (tests/fuzz/README.md)."""
+def load_seeds(integer: bool = True) -> tuple[Seed, ...]:
+    """All seeds, in a fixed order (the corpus of a given random seed is reproducible), with the models/ networks
+    in integer mode too (QConv / QGemm / QuantCodes / Rescale, the XNOR-popcount path) unless ``integer`` is
+    false.
+
+    The seeds are built and prepared in a spawned interpreter: ``prepare_model`` runs onnxruntime sessions (weight
+    quantizer folding, integer lowering), and the harness forks one child per case from this process, which must
+    never have run one. A child forked from a process whose onnxruntime threads held a lock at the fork can hang
+    on it: it happened once under ASan, while the seeds were prepared here (tests/fuzz/README.md)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        raw = pool.apply(_prepared_seeds, (integer,))
+    return tuple((name, onnx.load_from_string(blob), feeds) for name, blob, feeds in raw)
+
+
+def _prepared_seeds(integer: bool) -> list[tuple[str, bytes, dict[str, np.ndarray]]]:
+    """load_seeds' work, run in the spawned interpreter; models as serialized bytes."""
     import ortquant
 
     seeds: list[Seed] = list(_handwritten())
@@ -399,4 +412,31 @@ def load_seeds(integer: bool = False) -> tuple[Seed, ...]:
         if m_int is not None:
             _name_nodes(m_int)
             seeds.append((f"integer_{f.stem}", m_int, feeds))
-    return tuple(seeds)
+    if integer:
+        m, feeds = _xnor_conv()
+        seeds.append(("integer_xnor_conv", ortquant.prepare_model(m, integer=True), feeds))
+    return [(name, m.SerializeToString(), feeds) for name, m, feeds in seeds]
+
+
+def _xnor_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A 1-bit convolution (BipolarQuant activation and weights, padded, grouped): integer mode runs it on the
+    XNOR-popcount path, which no models/ network has for a convolution."""
+    rng = np.random.default_rng(3)
+    q = "qonnx.custom_op.general"
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((6, 4, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "sw"),
+        numpy_helper.from_array(np.array(1.0, np.float32), "sx"),
+    ]
+    nodes = [
+        helper.make_node("BipolarQuant", ["x", "sx"], ["xq"], name="bq_x", domain=q),
+        helper.make_node("BipolarQuant", ["w", "sw"], ["wq"], name="bq_w", domain=q),
+        helper.make_node("Conv", ["xq", "wq"], ["y"], name="conv", pads=[1, 0, 1, 2], group=2, strides=[1, 2]),
+    ]
+    graph = helper.make_graph(
+        nodes, "xnor_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 7, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
+    m.ir_version = IR_VERSION
+    return m, {"x": rng.standard_normal((1, 8, 7, 9)).astype(np.float32)}

@@ -6,7 +6,8 @@ not name the node (fuzz_harness.BAD). ORTQUANT_FUZZ_CASES overrides the corpus s
 Each campaign runs in a fresh interpreter (the harness CLI), never in the pytest process: forking a process that
 already ran onnxruntime sessions copies a large heap (slow under ASan) and can inherit a lock held by one of its
 worker threads, which left a child hanging once under ASan (a false "hang"). The harness process itself only
-imports onnxruntime and never creates a session, so its children start single-threaded."""
+imports onnxruntime and never creates a session (fuzz_seeds prepares the seeds in a spawned interpreter), so its
+children start single-threaded."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_seeds_run_cleanly(tmp_path):
         want = "error" if o["seed"] in EXPECTED_ERRORS else "ok"
         assert o["class"] == want, (o["seed"], o["class"], o["detail"])
     families = {o["seed"].split("_")[0] for o in outcomes}
-    assert {"q", "ng", "l", "linger", "qonnx"} <= families
+    assert {"q", "ng", "l", "linger", "qonnx", "integer"} <= families
 
 
 def test_fixed_seed_corpus_has_no_bad_outcome(tmp_path):

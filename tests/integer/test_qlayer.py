@@ -273,7 +273,7 @@ def _signed_acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float)
 
 
 @pytest.mark.parametrize("act", BIPOLAR_ACTS, ids=["bipolarquant", "quant1s"])
-@pytest.mark.parametrize("k", [1, 63, 64, 65, 300])
+@pytest.mark.parametrize("k", [1, 63, 64, 65, 300, 64 * 40 + 1])  # the last: byte counts flushed (> 31 words)
 def test_qgemm_xnor_matches_reference_and_engine(isa, act, k):
     rng = np.random.default_rng(k)
     rows, n = 7, 13  # n not a multiple of the kernel's 4 columns
@@ -288,6 +288,20 @@ def test_qgemm_xnor_matches_reference_and_engine(isa, act, k):
     np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
 
 
+@pytest.mark.parametrize("sign", [1, -1])
+def test_xnor_all_mismatched_bits(isa, sign):
+    """Every activation bit differs from every weight bit: each byte of each word counts 8, the byte counters'
+    worst case (flushed before they overflow), over K = 64 * 100 + 3."""
+    rng = np.random.default_rng(9)
+    k = 64 * 100 + 3
+    x = (np.abs(rng.standard_normal((3, k))) + 0.1).astype(np.float32) * sign
+    w = np.full((10, k), -sign, dtype=np.int8)
+    s, b = _channel_params(rng, 10, 0.3)
+    got = kernels.qgemm(x, w, s, b, kernel="xnor", bipolar=True, scale=0.3)
+    want = ref.qgemm(x, w, s, b, bipolar=True, scale=0.3)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 XNOR_CONV_CASES = [
     *CONV_CASES,
     # channels per group: exactly one word, one word and one bit, several words
@@ -295,6 +309,7 @@ XNOR_CONV_CASES = [
     ((2, 65, 5, 7), (5, 3, 3), (2, 1), (0, 1, 1, 0), (1, 1), 1),
     ((1, 260, 4, 4), (6, 2, 2), (1, 1), (1, 1, 0, 0), (2, 1), 2),
     ((1, 4, 3, 3), (4, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),  # every pixel has padded taps
+    ((1, 256, 5, 5), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 36 words per pixel: flushed byte counts
 ]
 
 

@@ -46,12 +46,12 @@ void check_channel_params(const std::vector<double>& s, const std::vector<double
 
 // The XNOR-popcount weights of a layer with activation `act` and weight codes w [n][channels][taps], when it is a
 // 1-bit layer whose sums fit int32 (xnor.h).
-std::optional<XnorWeights> xnor_weights(const ActQuant& act, const int8_t* w, int64_t n, int64_t channels,
-                                        int64_t taps) {
+std::optional<XnorWeights> xnor_weights(const ActQuant& act, const int8_t* w, int64_t n, int64_t groups,
+                                        int64_t channels, int64_t taps) {
   const int64_t k = checked_mul(channels, taps);
   // The engine's reduction limit (the engine path would refuse a longer one; it also bounds the per-pixel gather).
   if (!act.bipolar || k > gemm::kMaxK || !all_unit_codes(w, checked_mul(n, k))) return std::nullopt;
-  return pack_xnor_weights(w, n, channels, taps);
+  return pack_xnor_weights(w, n, groups, channels, taps);
 }
 
 // Splits `units` units of work into at most 4 tasks per thread-pool thread's worth (ORT's pool balances them) and
@@ -178,7 +178,7 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= act_.offset;
-  if (xnor) xnor_ = xnor_weights(act_, w, m, cg, a.kh * a.kw);
+  if (xnor) xnor_ = xnor_weights(act_, w, m, a.group, cg, a.kh * a.kw);
   if (xnor_) zero_corr_.assign(static_cast<size_t>(m), 0);
 }
 
@@ -230,7 +230,7 @@ void QConv::run_xnor(const float* x, const Shape& xs, const Shape& os, float* ou
           }
         }
         const auto base = static_cast<int32_t>(base_all - npad * cg_);
-        xnor_dot(xk, base, *xnor_, gi * mg, (gi + 1) * mg, row + xo, ohw);
+        xnor_dot(xk, base, *xnor_, gi, row + gi * mg * ohw + xo, ohw);
         for (int64_t j = gi * mg; npad && j < (gi + 1) * mg; ++j) {
           const int32_t* pop = xnor_->pop.data() + j * taps;
           int32_t padded = 0;
@@ -308,7 +308,7 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
   for (auto& c : corr_) c *= act_.offset;
-  if (xnor) xnor_ = xnor_weights(act_, w, n, k, 1);
+  if (xnor) xnor_ = xnor_weights(act_, w, n, 1, k, 1);
   if (xnor_) zero_corr_.assign(static_cast<size_t>(n), 0);
 }
 
@@ -318,8 +318,7 @@ void QGemm::run_xnor(const float* x, int64_t rows, float* out, const gemm::Paral
   xnor_pack_rows(act_, x, rows, k_, bits);
   int32_t* acc = scratch(t_acc, checked_mul(rows, n_));
   parallel_ranges(par, rows, 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) xnor_dot(bits + r * words, static_cast<int32_t>(k_), *xnor_, 0, n_,
-                                               acc + r * n_, 1);
+    for (int64_t r = r0; r < r1; ++r) xnor_dot(bits + r * words, static_cast<int32_t>(k_), *xnor_, 0, acc + r * n_, 1);
   });
   rescale(acc, out, rows, n_, 1, zero_corr_.data(), s_.data(), b_.data(), relu_);
 }

@@ -13,19 +13,25 @@ bool all_unit_codes(const int8_t* w, int64_t count) {
   return true;
 }
 
-XnorWeights pack_xnor_weights(const int8_t* w, int64_t n, int64_t channels, int64_t taps) {
+XnorWeights pack_xnor_weights(const int8_t* w, int64_t n, int64_t groups, int64_t channels, int64_t taps) {
   XnorWeights p;
-  p.n = n, p.channels = channels, p.taps = taps;
+  p.n = n, p.groups = groups, p.rows = n / groups, p.channels = channels, p.taps = taps;
   p.words = (channels + 63) / 64;
-  p.bits.assign(static_cast<size_t>(n * taps * p.words), 0);  // sizes checked by the caller (weight bytes exist)
+  p.kwords = taps * p.words;
+  p.blocks = (p.rows + kXnorRows - 1) / kXnorRows;
+  // sizes checked by the caller (the weight's n * channels * taps bytes exist, channels * taps <= kMaxK)
+  p.bits.assign(static_cast<size_t>(groups * p.blocks * p.kwords * kXnorRows), 0);
   p.pop.assign(static_cast<size_t>(n * taps), 0);
-  for (int64_t j = 0; j < n; ++j)
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t g = j / p.rows, r = j % p.rows, blk = g * p.blocks + r / kXnorRows;
+    uint64_t* rb = p.bits.data() + blk * p.kwords * kXnorRows + r % kXnorRows;
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t t = 0; t < taps; ++t)
         if (w[(j * channels + c) * taps + t] > 0) {
-          p.bits[static_cast<size_t>((j * taps + t) * p.words + c / 64)] |= uint64_t{1} << (c % 64);
+          rb[(t * p.words + c / 64) * kXnorRows] |= uint64_t{1} << (c % 64);
           ++p.pop[static_cast<size_t>(j * taps + t)];
         }
+  }
   return p;
 }
 
@@ -40,10 +46,10 @@ void xnor_pack_pixels(const ActQuant& a, const float* x, int64_t channels, int64
       x, channels, pixels, a.scale, a.zeropt, signs, out);
 }
 
-void xnor_dot(const uint64_t* x, int32_t base, const XnorWeights& w, int64_t j0, int64_t j1, int32_t* out,
-              int64_t out_stride) {
-  select_isa(&scalar::xnor_dot_isa, &avx2::xnor_dot_isa, &avx512::xnor_dot_isa)(x, w.taps * w.words, w.bits.data(),
-                                                                              j0, j1, base, out, out_stride);
+void xnor_dot(const uint64_t* x, int32_t base, const XnorWeights& w, int64_t g, int32_t* out, int64_t out_stride) {
+  const uint64_t* blocks = w.bits.data() + g * w.blocks * w.kwords * kXnorRows;
+  select_isa(&scalar::xnor_dot_isa, &avx2::xnor_dot_isa, &avx512::xnor_dot_isa)(x, w.kwords, blocks, w.rows, base,
+                                                                              out, out_stride);
 }
 
 }  // namespace ortquant::integer

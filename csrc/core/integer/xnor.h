@@ -21,15 +21,20 @@ struct ActQuant;  // core/integer/qlayer.h
 // True when every one of the `count` codes is -1 or +1.
 bool all_unit_codes(const int8_t* w, int64_t count);
 
-// Weight bits [n][taps][words]: row j, tap t, channel c of the codes w[(j * c_count + c) * taps + t] (the OIHW
-// order of a convolution's weight, taps = kh * kw; a GEMM's [n][k] weight is taps = 1, c_count = k), and
-// pop[j * taps + t], the number of 1 bits (codes +1) of row j's tap t.
+// The weight bits of row j, tap t, channel c of the codes w[(j * channels + c) * taps + t] (the OIHW order of a
+// convolution's weight, taps = kh * kw; a GEMM's [n][k] weight is taps = 1, channels = k), in blocks of
+// kXnorRows rows of one group, word-interleaved so the kernel walks one pointer: block b of group g holds the
+// group's rows b * kXnorRows + r at bits[((g * blocks + b) * kwords + i) * kXnorRows + r], for the kwords =
+// taps * words words of a row (word i belongs to tap i / words); rows past the group's end are 0 bits, computed
+// and dropped. pop[j * taps + t]: the number of 1 bits (codes +1) of row j's tap t.
+constexpr int64_t kXnorRows = 8;
 struct XnorWeights {
-  int64_t n = 0, channels = 0, taps = 0, words = 0;
+  int64_t n = 0, groups = 1, rows = 0, channels = 0, taps = 0, words = 0, kwords = 0, blocks = 0;
   std::vector<uint64_t> bits;
   std::vector<int32_t> pop;
 };
-XnorWeights pack_xnor_weights(const int8_t* w, int64_t n, int64_t channels, int64_t taps);
+// n rows in `groups` groups of n / groups rows (the caller checks the division).
+XnorWeights pack_xnor_weights(const int8_t* w, int64_t n, int64_t groups, int64_t channels, int64_t taps);
 
 // Activation bits of a bipolar quantizer `a` (bit = x / s + z >= 0, NaN -> 0, exactly as the int8 path's code).
 //   rows:   x [rows][k] -> out [rows][ceil(k / 64)]
@@ -39,10 +44,9 @@ void xnor_pack_rows(const ActQuant& a, const float* x, int64_t rows, int64_t k, 
 void xnor_pack_pixels(const ActQuant& a, const float* x, int64_t channels, int64_t pixels, uint8_t* signs,
                       uint64_t* out);
 
-// One output pixel (or GEMM row) whose taps * words activation words are gathered in x: for j in [j0, j1),
-// out[j * out_stride] = base - 2 * popcount(x XOR row j's bits), base = n_valid_taps * channels. The caller
-// checks taps * channels <= gemm::kMaxK and corrects padded taps.
-void xnor_dot(const uint64_t* x, int32_t base, const XnorWeights& w, int64_t j0, int64_t j1, int32_t* out,
-              int64_t out_stride);
+// One output pixel (or GEMM row) whose kwords activation words are gathered in x, against the rows of group g:
+// out[r * out_stride] = base - 2 * popcount(x XOR the bits of the group's row r), r < w.rows, with base =
+// n_valid_taps * channels. The caller checks taps * channels <= gemm::kMaxK and corrects padded taps.
+void xnor_dot(const uint64_t* x, int32_t base, const XnorWeights& w, int64_t g, int32_t* out, int64_t out_stride);
 
 }  // namespace ortquant::integer

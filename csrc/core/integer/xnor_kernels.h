@@ -13,9 +13,9 @@ ORTQUANT_DECLARE_ISA_FN(void, xnor_pack_rows_isa,
 ORTQUANT_DECLARE_ISA_FN(void, xnor_pack_pixels_isa,
                         (const float* x, int64_t channels, int64_t pixels, float s, float z, uint8_t* signs,
                          uint64_t* out))
-// out[j * out_stride] = base - 2 * sum over i < words of popcount(x[i] XOR w_j[i]), w_j = w + j * words, for j in
-// [j0, j1).
+// out[r * out_stride] = base - 2 * sum over i < kwords of popcount(x[i] XOR row r's word i), r < rows, the rows
+// in blocks of 8 with interleaved words (xnor.h, XnorWeights).
 ORTQUANT_DECLARE_ISA_FN(void, xnor_dot_isa,
-                        (const uint64_t* x, int64_t words, const uint64_t* w, int64_t j0, int64_t j1, int32_t base,
+                        (const uint64_t* x, int64_t kwords, const uint64_t* w, int64_t rows, int32_t base,
                          int32_t* out, int64_t out_stride))
 }  // namespace ortquant::integer

@@ -332,6 +332,15 @@ def _calibrate(model: nn.Module, shape: tuple[int, ...], gen: torch.Generator, s
             model(torch.randn((16, *shape), generator=gen))
 
 
+def TfcW1A1() -> nn.Module:  # noqa: N802 (named like the model classes above)
+    """FINN's TFC-w1a1 topology from brevitas_examples.bnn_pynq (untrained, its own initialization): 1x28x28 ->
+    2x - 1 -> BipolarQuant -> three Linear(784|64 -> 64, 1-bit weights) + BatchNorm1d + BipolarQuant ->
+    Linear(64 -> 10, 1-bit weights) -> TensorNorm."""
+    from brevitas_examples.bnn_pynq.models import tfc_1w1a
+
+    return tfc_1w1a(pretrained=False)
+
+
 SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
     # name: (constructor, per-sample input shape, binary BN statistics)
     "cnn_w4a4": (CnnW4A4, (3, 32, 32), False),
@@ -342,6 +351,8 @@ SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
     "cnn4c2f_w4a4": (Cnn4c2f, (3, 32, 32), False),
     "resnet_mini_w6a6": (ResNetMini, (3, 32, 32), False),
     "mixed_bits": (MixedBits, (3, 16, 16), False),
+    # 1-bit: FINN's TFC-w1a1 (integer mode's XNOR-popcount path)
+    "tfc_w1a1": (TfcW1A1, (1, 28, 28), False),
 }
 
 

@@ -35,6 +35,7 @@ EXPECT = {
     "cnn_w4a4": (3, 4, None, 0.99),
     "int8_resblock": (2, 3, 1.0, 0.99),
     "binary_mlp": (2, 2, 1e-5, 1.0),
+    "tfc_w1a1": (4, 4, None, 1.0),  # XNOR-popcount; the output is TensorNorm's (float ops): absolute bound
 }
 
 

@@ -51,6 +51,11 @@ MODELS: dict[str, dict[str, set[str]]] = {
         "": {"Conv", "BatchNormalization", "Relu", "Add", "ReduceMean", "Reshape", "Gemm"},
     },
     "mixed_bits": {"qonnx.custom_op.general": {"Quant"}, "": {"Conv", "BatchNormalization", "Relu", "Reshape", "Gemm"}},
+    # FINN's TFC-w1a1 (integer mode's XNOR-popcount path)
+    "tfc_w1a1": {
+        "qonnx.custom_op.general": {"BipolarQuant"},
+        "": {"Sub", "Mul", "Reshape", "Gemm", "BatchNormalization", "Div", "Add"},
+    },
 }
 # The integer-mode benchmark CNN needs its 128 x 4096 float weight (2 MB); every other model is under 1 MB.
 MAX_BYTES = {"cnn4c2f_w4a4": 3 << 20}

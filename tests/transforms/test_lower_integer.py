@@ -211,12 +211,15 @@ def test_integer_pipeline_reports_and_checks(backend):
 
 
 def test_plan_names_the_xnor_path_of_1bit_layers(engine):
-    """binary_mlp (BipolarQuant activations and weights) takes XNOR-popcount; a 4-bit CNN the int8 engine."""
+    """binary_mlp and tfc_w1a1 (BipolarQuant activations and weights) take XNOR-popcount; a 4-bit CNN the int8
+    engine."""
     from pathlib import Path
 
     models = Path(__file__).resolve().parents[2] / "models"
     reasons = [d.reason for d in integer_plan(onnx.load(str(models / "binary_mlp.onnx")))]
     assert reasons == ["QGemm (XNOR-popcount) (+ BatchNormalization folded)", "QGemm (XNOR-popcount)"]
+    tfc = [d.reason for d in integer_plan(onnx.load(str(models / "tfc_w1a1.onnx")))]  # FINN's TFC-w1a1
+    assert len(tfc) == 4 and all(r.startswith("QGemm (XNOR-popcount)") for r in tfc), tfc
     assert all("(int8 engine)" in d.reason for d in integer_plan(onnx.load(str(models / "cnn4c2f_w4a4.onnx"))))
 
 

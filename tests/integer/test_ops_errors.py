@@ -43,6 +43,29 @@ def test_quant_codes_and_rescale_through_onnxruntime():
     np.testing.assert_array_equal(y, ref.rescale(acc.astype(np.int64), s, b, 1, relu=True))
 
 
+@pytest.mark.parametrize("xnor", [1, 0])
+def test_1bit_qconv_and_qgemm_through_onnxruntime_on_both_paths(xnor):
+    """A 1-bit layer (bipolar activation, weight codes +-1) on XNOR-popcount (xnor=1) and on the int8 engine
+    (xnor=0), through onnxruntime with its thread pool: both equal the reference."""
+    rng = np.random.default_rng(4)
+    bip = {"act_scale": 0.5, "act_bipolar": 1, "xnor": xnor}
+    x = rng.standard_normal((2, 6, 9, 7)).astype(np.float32)
+    w = np.where(rng.random((8, 3, 3, 3)) < 0.5, -1, 1).astype(np.int8)
+    s, b = rng.random(8) * 1e-2, rng.standard_normal(8)
+    attrs = {**bip, "pads": [1, 0, 2, 1], "group": 2, "strides": [2, 1]}
+    model, feeds = make_node_model("QConv", D, [x, w, s, b], const=[False, True, True, True], attrs=attrs)
+    (y,) = run_model(model, feeds)
+    want = ref.qconv(x, w, s, b, pads=(1, 0, 2, 1), group=2, strides=(2, 1), scale=0.5, bipolar=True)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+    xg = rng.standard_normal((5, 70)).astype(np.float32)
+    wg = np.where(rng.random((9, 70)) < 0.5, -1, 1).astype(np.int8)
+    model, feeds = make_node_model("QGemm", D, [xg, wg, s[:1].repeat(9), b[:1].repeat(9)],
+                                   const=[False, True, True, True], attrs=bip)  # fmt: skip
+    (y,) = run_model(model, feeds)
+    want = ref.qgemm(xg, wg, s[:1].repeat(9), b[:1].repeat(9), scale=0.5, bipolar=True)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.parametrize(
     "change,message",
     [
@@ -53,6 +76,7 @@ def test_quant_codes_and_rescale_through_onnxruntime():
         ({"s_len": 3}, "one per output channel"),
         ({"w_runtime": True}, "must be a constant initializer"),
         ({"attrs": {"kernel_shape": [2, 2]}}, "kernel_shape"),
+        ({"attrs": {"xnor": 2}}, "attribute 'xnor' must be 0 or 1"),
     ],
 )
 def test_malformed_qconv_is_an_error_naming_the_node(change, message):

@@ -1,17 +1,20 @@
-"""1-bit networks in integer mode: XNOR-popcount against the int8 engine, the pure-float network and ortquant's
-default mode, one intra-op thread, batch 1 and 32, all variants interleaved in one run.
+"""Binary-weight networks in integer mode: the bit kernels (XNOR-popcount, bit-serial) against the int8 engine, the
+pure-float network and ortquant's default mode, one intra-op thread, batch 1 and 32, all variants interleaved in
+one run.
 
-The networks are FINN's two 1W1A topologies, built here with onnx.helper in QONNX form (random weights; speed does
-not depend on their values):
+The networks are FINN's TFC and CNV topologies, built here with onnx.helper in QONNX form (random weights; speed
+does not depend on their values), each with 1-bit (w1a1: XNOR-popcount) and 2-bit ternary (w1a2: 2-bit signed
+narrow Quant; bit-serial) activations:
 
-- ``tfc``: 784 -> 64 -> 64 -> 64 -> 10, BipolarQuant input, every layer BipolarQuant weights, BatchNorm +
+- ``tfc-w1a1``: 784 -> 64 -> 64 -> 64 -> 10, BipolarQuant input, every layer BipolarQuant weights, BatchNorm +
   BipolarQuant between the layers (FINN's TFC-w1a1);
-- ``cnv``: 3x32x32, 8-bit input quantizer, six 3x3 convolutions (64, 64, 128, 128, 256, 256 channels, no padding,
-  MaxPool 2 after the second and fourth) and three FC layers (256 -> 512 -> 512 -> 10), BipolarQuant weights,
-  BatchNorm + BipolarQuant activations (FINN's CNV-w1a1). The first convolution reads the 8-bit input, so it runs
-  on the int8 engine in both integer variants.
+- ``cnv-w1a1``: 3x32x32, 8-bit input quantizer, six 3x3 convolutions (64, 64, 128, 128, 256, 256 channels, no
+  padding, MaxPool 2 after the second and fourth) and three FC layers (256 -> 512 -> 512 -> 10), BipolarQuant
+  weights, BatchNorm + BipolarQuant activations (FINN's CNV-w1a1). The first convolution reads the 8-bit input, so
+  it runs on the int8 engine in both integer variants;
+- ``tfc-w1a2``, ``cnv-w1a2``: the same with the ternary activation quantizer instead of BipolarQuant.
 
-Variants: ``xnor`` (``integer=True``), ``int8`` (the same prepared graph with the QConv/QGemm ``xnor`` attribute
+Variants: ``bits`` (``integer=True``), ``int8`` (the same prepared graph with the QConv/QGemm ``xnor`` attribute
 set to 0: the int8 engine), ``float`` (the network with its quantizers deleted, stock onnxruntime), ``default``
 (``ortquant.InferenceSession(model)``). Prints median ms and the ratios. ``--quick`` runs fewer iterations.
 """
@@ -62,6 +65,13 @@ class _Net:
     def bipolar(self, x: str, scale: float = 1.0) -> str:
         return self.node("BipolarQuant", [x, self.const("s", np.float32(scale))], domain=QONNX)
 
+    def act(self, x: str, ternary: bool) -> str:
+        """The hidden activation quantizer: BipolarQuant, or FINN's 2-bit signed narrow Quant (w1a2)."""
+        if not ternary:
+            return self.bipolar(x)
+        qp = [self.const("s", np.float32(1.0)), self.const("z", np.float32(0)), self.const("b", np.float32(2))]
+        return self.node("Quant", [x, *qp], domain=QONNX, signed=1, narrow=1, rounding_mode="ROUND")
+
     def bipolar_weight(self, shape: tuple[int, ...]) -> str:
         w = self.const("w", self.rng.standard_normal(shape).astype(np.float32))
         return self.bipolar(w, 0.05)
@@ -84,21 +94,21 @@ class _Net:
         return m
 
 
-def tfc() -> onnx.ModelProto:
-    """FINN's TFC-w1a1 topology."""
+def tfc(ternary: bool = False) -> onnx.ModelProto:
+    """FINN's TFC-w1a1 (or, ternary, TFC-w1a2) topology."""
     g = _Net(1)
-    h = g.bipolar("global_in")
+    h = g.act("global_in", ternary)
     dims = [784, 64, 64, 64, 10]
     for i in range(4):
         h = g.node("Gemm", [h, g.bipolar_weight((dims[i + 1], dims[i]))], transB=1)
         h = g.batchnorm(h, dims[i + 1])
         if i < 3:
-            h = g.bipolar(h)
+            h = g.act(h, ternary)
     return g.model(["N", 784], h)
 
 
-def cnv() -> onnx.ModelProto:
-    """FINN's CNV-w1a1 topology."""
+def cnv(ternary: bool = False) -> onnx.ModelProto:
+    """FINN's CNV-w1a1 (or, ternary, CNV-w1a2) topology."""
     g = _Net(2)
     qp = [g.const("s", np.float32(1 / 64)), g.const("z", np.float32(0)), g.const("b", np.float32(8))]
     h = g.node("Quant", ["global_in", *qp], domain=QONNX, signed=1, narrow=0, rounding_mode="ROUND")
@@ -108,14 +118,14 @@ def cnv() -> onnx.ModelProto:
         h = g.batchnorm(h, chans[i + 1])
         if i in (1, 3):
             h = g.node("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])
-        h = g.bipolar(h)
+        h = g.act(h, ternary)
     h = g.node("Reshape", [h, g.const("shape", np.array([-1, 256], dtype=np.int64))])
     dims = [256, 512, 512, 10]
     for i in range(3):
         h = g.node("Gemm", [h, g.bipolar_weight((dims[i + 1], dims[i]))], transB=1)
         h = g.batchnorm(h, dims[i + 1])
         if i < 2:
-            h = g.bipolar(h)
+            h = g.act(h, ternary)
     return g.model(["N", 3, 32, 32], h)
 
 
@@ -136,12 +146,13 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     print(f"ortquant {ortquant.__version__}, onnxruntime {ort.__version__}, isa {ortquant.kernels.active_isa()}, "
           "1 thread")  # fmt: skip
-    print("| network | batch | xnor ms | int8 ms | float ms | default ms | xnor/int8 | xnor/float |")
+    print("| network | batch | bits ms | int8 ms | float ms | default ms | bits/int8 | bits/float |")
     print("|---|---|---|---|---|---|---|---|")
-    for label, model in (("tfc", tfc()), ("cnv", cnv())):
+    nets = (("tfc-w1a1", tfc()), ("cnv-w1a1", cnv()), ("tfc-w1a2", tfc(True)), ("cnv-w1a2", cnv(True)))
+    for label, model in nets:
         prepared = ortquant.prepare_model(model, integer=True)
         sess = {
-            "xnor": ortquant.InferenceSession(model, sess_options=_options(), integer=True),
+            "bits": ortquant.InferenceSession(model, sess_options=_options(), integer=True),
             "int8": ortquant.InferenceSession(without_xnor(prepared), sess_options=_options()),
             "float": ort.InferenceSession(pure_float(model).SerializeToString(), _options(), ["CPUExecutionProvider"]),
             "default": ortquant.InferenceSession(model, sess_options=_options()),
@@ -150,12 +161,12 @@ def main(argv: list[str]) -> int:
         for batch in (1, 32):
             x = np.random.default_rng(batch).standard_normal((batch, *shape)).astype(np.float32)
             outs = {k: s.run(None, {"global_in": x})[0] for k, s in sess.items()}
-            np.testing.assert_array_equal(outs["xnor"], outs["int8"])  # the same bits, by the contract
+            np.testing.assert_array_equal(outs["bits"], outs["int8"])  # the same bits, by the contract
             fns = {k: (lambda s=s, x=x: s.run(None, {"global_in": x})) for k, s in sess.items()}
             rounds, per_round = (5, 5) if args.quick else ((30, 20) if batch == 1 else (20, 3))
             med = interleaved(fns, rounds, per_round)
-            cols = [med[k] for k in ("xnor", "int8", "float", "default")]
-            ratios = [med["xnor"] / med["int8"], med["xnor"] / med["float"]]
+            cols = [med[k] for k in ("bits", "int8", "float", "default")]
+            ratios = [med["bits"] / med["int8"], med["bits"] / med["float"]]
             print(f"| {label} | {batch} | " + " | ".join(f"{v:.3f}" for v in cols) + " | "
                   + " | ".join(f"{v:.2f}" for v in ratios) + " |")  # fmt: skip
     return 0

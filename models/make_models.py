@@ -341,6 +341,14 @@ def TfcW1A1() -> nn.Module:  # noqa: N802 (named like the model classes above)
     return tfc_1w1a(pretrained=False)
 
 
+def TfcW1A2() -> nn.Module:  # noqa: N802
+    """FINN's TFC-w1a2 topology from brevitas_examples.bnn_pynq (untrained): TfcW1A1 with 2-bit signed narrow
+    activations (ternary: -1, 0, 1 times the scale; QONNX Quant) instead of BipolarQuant."""
+    from brevitas_examples.bnn_pynq.models import tfc_1w2a
+
+    return tfc_1w2a(pretrained=False)
+
+
 SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
     # name: (constructor, per-sample input shape, binary BN statistics)
     "cnn_w4a4": (CnnW4A4, (3, 32, 32), False),
@@ -351,8 +359,9 @@ SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
     "cnn4c2f_w4a4": (Cnn4c2f, (3, 32, 32), False),
     "resnet_mini_w6a6": (ResNetMini, (3, 32, 32), False),
     "mixed_bits": (MixedBits, (3, 16, 16), False),
-    # 1-bit: FINN's TFC-w1a1 (integer mode's XNOR-popcount path)
+    # binary weights: FINN's TFC-w1a1 and TFC-w1a2 (integer mode's XNOR-popcount and bit-serial paths)
     "tfc_w1a1": (TfcW1A1, (1, 28, 28), False),
+    "tfc_w1a2": (TfcW1A2, (1, 28, 28), False),
 }
 
 

@@ -334,7 +334,8 @@ def qgemm(
     """ortquant.integer::QGemm on x [rows, K] float32 with weight codes w [N, K] int8, S and B [N] float64.
 
     ``kernel``: "auto" (the layer's own choice), an engine kernel ("scalar", "avx2", "avxvnni", "avx512vnni":
-    forces the int8 engine), or "xnor" (a 1-bit layer's XNOR-popcount path; an error for other layers).
+    forces the int8 engine), "xnor" or "bitserial" (a binary-weight layer's bit kernel: XNOR-popcount for a
+    bipolar activation, bit-serial for activation codes in [0, 3]; an error for a layer that does not take it).
     """
     return _C.qgemm(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),

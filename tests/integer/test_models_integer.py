@@ -36,6 +36,7 @@ EXPECT = {
     "int8_resblock": (2, 3, 1.0, 0.99),
     "binary_mlp": (2, 2, 1e-5, 1.0),
     "tfc_w1a1": (4, 4, None, 1.0),  # XNOR-popcount; the output is TensorNorm's (float ops): absolute bound
+    "tfc_w1a2": (4, 4, None, 1.0),  # bit-serial (ternary activations)
 }
 
 

@@ -104,3 +104,24 @@ def test_qgemm_feature_mismatch_is_an_error():
     model, feeds = make_node_model("QGemm", D, ins, const=[False, True, True, True], attrs=ACT)
     with pytest.raises(ORT_ERRORS, match="7 features"):
         run_model(model, feeds)
+
+
+def test_qconv_without_output_channels_before_a_pool_names_the_node():
+    """A weight with 0 output channels, the QConv feeding a MaxPool (fuzz find: onnxruntime's NCHWc rewrite of the
+    pool failed first, in its own ReorderOutput node, when the op inferred 0 channels): the error is ours and
+    names the QConv."""
+    import onnx
+    from onnx import helper
+
+    ins = _conv_inputs(np.random.default_rng(5), m=4)
+    ins[1] = np.zeros((0, 3, 3, 3), np.int8)
+    ins[2], ins[3] = np.ones(0), np.zeros(0)
+    model, feeds = make_node_model("QConv", D, ins, const=[False, True, True, True], attrs={**ACT, "pads": [1] * 4})
+    g = model.graph
+    conv_out = g.output[0].name
+    g.node.append(helper.make_node("MaxPool", [conv_out], ["pooled"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+    del g.output[:]
+    g.output.append(helper.make_tensor_value_info("pooled", onnx.TensorProto.FLOAT, None))
+    with pytest.raises(ORT_ERRORS, match="no output channel") as e:
+        run_model(model, feeds)
+    assert "qconv_node" in str(e.value)

@@ -330,7 +330,7 @@ def test_qconv_xnor_matches_reference_and_engine(isa, act, case):
     np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
 
 
-def test_xnor_path_is_taken_only_by_1bit_layers():
+def test_bit_kernels_are_taken_only_by_their_layers():
     rng = np.random.default_rng(5)
     x = _signed_acts(rng, (2, 40), 0.3)
     s, b = _channel_params(rng, 3, 0.3)
@@ -338,11 +338,71 @@ def test_xnor_path_is_taken_only_by_1bit_layers():
     kernels.qgemm(x, w, s, b, kernel="xnor", bipolar=True, scale=0.3)  # a 1-bit layer: no error
     w0 = w.copy()
     w0[1, 7] = 0  # one code that is not +-1
-    with pytest.raises(Exception, match="needs a 1-bit layer"):
+    with pytest.raises(Exception, match="needs a bipolar activation and weight codes all -1 or"):
         kernels.qgemm(x, w0, s, b, kernel="xnor", bipolar=True, scale=0.3)
-    with pytest.raises(Exception, match="needs a 1-bit layer"):  # activation not bipolar
+    with pytest.raises(Exception, match="needs a bipolar activation"):  # activation not bipolar
         kernels.qgemm(x, w, s, b, kernel="xnor", bits=2, signed=True, scale=0.3)
+    with pytest.raises(Exception, match="activation codes in \\[0, 3\\]"):  # 3-bit: codes up to 7
+        kernels.qgemm(x, w, s, b, kernel="bitserial", bits=3, signed=False, scale=0.3)
+    with pytest.raises(Exception, match="activation codes in \\[0, 3\\]"):  # bipolar takes XNOR
+        kernels.qgemm(x, w, s, b, kernel="bitserial", bipolar=True, scale=0.3)
     np.testing.assert_array_equal(  # auto on the non-1-bit layer: the engine, still exact
         kernels.qgemm(x, w0, s, b, bipolar=True, scale=0.3).view(np.uint32),
         ref.qgemm(x, w0, s, b, bipolar=True, scale=0.3).view(np.uint32),
     )
+
+
+# ---- binary weights x 1- to 2-bit activations: bit-serial ---------------------------------------------------------
+
+SERIAL_ACTS = [
+    {"bits": 1, "signed": False},  # codes 0, 1
+    {"bits": 2, "signed": False},  # 0 .. 3
+    {"bits": 2, "signed": True, "narrow": True},  # ternary -1, 0, 1: offset -1, codes 0 .. 2, padding code 1
+    {"bits": 2, "signed": True},  # -2 .. 1: offset -2, padding code 2
+    {"bits": 2, "signed": False, "zeropt": 1.0, "rounding_mode": "FLOOR"},  # a = q - 1 in -1 .. 2
+]
+
+
+@pytest.mark.parametrize("act", SERIAL_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("k", [1, 64, 65, 64 * 40 + 1])
+def test_qgemm_bitserial_matches_reference_and_engine(isa, act, k):
+    rng = np.random.default_rng(k + 3)
+    x = _acts(rng, (6, k), 0.3) if k > 60 else (rng.standard_normal((6, k)) * 0.6).astype(np.float32)
+    w = _unit_codes(rng, (11, k))
+    s, b = _channel_params(rng, 11, 0.3)
+    act = {"scale": 0.3, **act}
+    got = kernels.qgemm(x, w, s, b, kernel="bitserial", **act)
+    want = ref.qgemm(x, w, s, b, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    engine = kernels.qgemm(x, w, s, b, kernel="scalar", **act)
+    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+
+
+@pytest.mark.parametrize("act", SERIAL_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(XNOR_CONV_CASES)))
+def test_qconv_bitserial_matches_reference_and_engine(isa, act, case):
+    xs, (m, kh, kw), st, pa, di, group = XNOR_CONV_CASES[case]
+    rng = np.random.default_rng(200 + case)
+    x = _acts(rng, xs, 0.2)
+    w = _unit_codes(rng, (m, xs[1] // group, kh, kw))
+    s, b = _channel_params(rng, m, 0.2)
+    act = {"scale": 0.2, **act}
+    conv = {"strides": st, "pads": pa, "dilations": di, "group": group, "relu": case % 2 == 0}
+    got = kernels.qconv(x, w, s, b, kernel="bitserial", **conv, **act)
+    want = ref.qconv(x, w, s, b, **conv, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    engine = kernels.qconv(x, w, s, b, kernel="scalar", **conv, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+
+
+def test_bitserial_all_ones_planes():
+    """Every code 3 (both planes all ones) against weights all +1 and all -1: every byte counter at its worst case
+    over K = 64 * 100 + 3, and the popcount(C_b) term at its largest."""
+    rng = np.random.default_rng(8)
+    k = 64 * 100 + 3
+    x = np.full((2, k), 10.0, np.float32)  # clamps to code 3 (2-bit unsigned)
+    w = np.concatenate([np.ones((5, k), np.int8), -np.ones((4, k), np.int8)])
+    s, b = _channel_params(rng, 9, 0.3)
+    got = kernels.qgemm(x, w, s, b, kernel="bitserial", bits=2, signed=False, scale=0.3)
+    want = ref.qgemm(x, w, s, b, bits=2, signed=False, scale=0.3)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -51,9 +51,13 @@ MODELS: dict[str, dict[str, set[str]]] = {
         "": {"Conv", "BatchNormalization", "Relu", "Add", "ReduceMean", "Reshape", "Gemm"},
     },
     "mixed_bits": {"qonnx.custom_op.general": {"Quant"}, "": {"Conv", "BatchNormalization", "Relu", "Reshape", "Gemm"}},
-    # FINN's TFC-w1a1 (integer mode's XNOR-popcount path)
+    # FINN's TFC-w1a1 and TFC-w1a2 (integer mode's XNOR-popcount and bit-serial paths)
     "tfc_w1a1": {
         "qonnx.custom_op.general": {"BipolarQuant"},
+        "": {"Sub", "Mul", "Reshape", "Gemm", "BatchNormalization", "Div", "Add"},
+    },
+    "tfc_w1a2": {
+        "qonnx.custom_op.general": {"BipolarQuant", "Quant"},
         "": {"Sub", "Mul", "Reshape", "Gemm", "BatchNormalization", "Div", "Add"},
     },
 }

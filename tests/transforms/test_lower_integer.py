@@ -220,7 +220,56 @@ def test_plan_names_the_xnor_path_of_1bit_layers(engine):
     assert reasons == ["QGemm (XNOR-popcount) (+ BatchNormalization folded)", "QGemm (XNOR-popcount)"]
     tfc = [d.reason for d in integer_plan(onnx.load(str(models / "tfc_w1a1.onnx")))]  # FINN's TFC-w1a1
     assert len(tfc) == 4 and all(r.startswith("QGemm (XNOR-popcount)") for r in tfc), tfc
+    tfc2 = [d.reason for d in integer_plan(onnx.load(str(models / "tfc_w1a2.onnx")))]  # FINN's TFC-w1a2
+    assert len(tfc2) == 4 and all(r.startswith("QGemm (bit-serial)") for r in tfc2), tfc2
     assert all("(int8 engine)" in d.reason for d in integer_plan(onnx.load(str(models / "cnn4c2f_w4a4.onnx"))))
+
+
+@pytest.mark.parametrize(
+    "act,kernel",
+    [
+        ({"bits": 2.0, "signed": 0}, "bit-serial"),  # 0 .. 3
+        ({"bits": 2.0, "signed": 1, "narrow": 1}, "bit-serial"),  # ternary
+        ({"bits": 1.0, "signed": 0}, "bit-serial"),
+        ({"bits": 3.0, "signed": 0}, "int8 engine"),  # codes up to 7
+        ({"bits": 2.0, "signed": 0, "zeropt": 2.0}, "bit-serial"),  # a = q - 2 in -2 .. 1
+        ({"bits": 2.0, "signed": 0, "zeropt": 5.0}, "int8 engine"),  # a in -5 .. -2, and 0: span 5
+    ],
+)
+def test_plan_names_the_bit_serial_path(engine, act, kernel):
+    """A Gemm with +-1 weights behind a 1- or 2-bit activation quantizer: the plan names the kernel QGemm takes,
+    and integer mode agrees with the exact float execution."""
+    m = _binary_weight_gemm(act)
+    (d,) = integer_plan(m)
+    assert d.reason == f"QGemm ({kernel})", d.reason
+    x = np.random.default_rng(4).standard_normal((7, 70)).astype(np.float32)
+    a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
+    b = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def _binary_weight_gemm(act: dict[str, float]) -> onnx.ModelProto:
+    """x [N, 70] -> Quant(act) -> Gemm(BipolarQuant weights [9, 70], transB) -> y."""
+    rng = np.random.default_rng(6)
+    inits = [
+        _init("w", rng.standard_normal((9, 70))),
+        _init("ws", 0.25),
+        _init("as", 0.5),
+        _init("az", act.get("zeropt", 0.0)),
+        _init("ab", act["bits"]),
+    ]
+    nodes = [
+        helper.make_node("BipolarQuant", ["w", "ws"], ["wq"], name="bq_w", domain=Q),
+        _quant("x", "xq", "as", "az", "ab", signed=int(act["signed"]), narrow=int(act.get("narrow", 0))),
+        helper.make_node("Gemm", ["xq", "wq"], ["y"], name="fc", transB=1),
+    ]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 70])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 9])], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m
 
 
 def test_float_backend_only_where_float32_sums_are_exact(monkeypatch):

@@ -44,13 +44,18 @@ void check_channel_params(const std::vector<double>& s, const std::vector<double
       throw Error("the per-channel scale and bias must be finite (channel " + std::to_string(j) + ")");
 }
 
-// The XNOR-popcount weights of a layer with activation `act` and weight codes w [n][channels][taps], when it is a
-// 1-bit layer whose sums fit int32 (xnor.h).
-std::optional<XnorWeights> xnor_weights(const ActQuant& act, const int8_t* w, int64_t n, int64_t groups,
-                                        int64_t channels, int64_t taps) {
+// The bit-kernel weights of a layer with (nonneg_codes) activation `act` and weight codes w [n][channels][taps],
+// when every code is +-1, the activation is bipolar (*planes = 0: XNOR-popcount) or its stored codes are in
+// [0, 3] (*planes = 1 or 2: bit-serial), and the reduction is within the engine's limit (xnor.h).
+std::optional<XnorWeights> bit_weights(const ActQuant& act, const int8_t* w, int64_t n, int64_t groups,
+                                       int64_t channels, int64_t taps, int* planes) {
   const int64_t k = checked_mul(channels, taps);
   // The engine's reduction limit (the engine path would refuse a longer one; it also bounds the per-pixel gather).
-  if (!act.bipolar || k > gemm::kMaxK || !all_unit_codes(w, checked_mul(n, k))) return std::nullopt;
+  if (k > gemm::kMaxK) return std::nullopt;
+  const int32_t x_max = act.bipolar ? -1 : nonneg_max(act);
+  if (!act.bipolar && (x_max < 0 || x_max > 3)) return std::nullopt;
+  if (!all_unit_codes(w, checked_mul(n, k))) return std::nullopt;
+  *planes = act.bipolar ? 0 : (x_max <= 1 ? 1 : 2);
   return pack_xnor_weights(w, n, groups, channels, taps);
 }
 
@@ -178,8 +183,16 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= act_.offset;
-  if (xnor) xnor_ = xnor_weights(act_, w, m, a.group, cg, a.kh * a.kw);
-  if (xnor_) zero_corr_.assign(static_cast<size_t>(m), 0);
+  if (xnor) xnor_ = bit_weights(act_, w, m, a.group, cg, a.kh * a.kw, &planes_);
+  if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(m), 0);
+  if (xnor_ && planes_ > 0) {  // the padding code -offset (a = 0) as bit planes over the group's channels
+    const int64_t words = xnor_->words;
+    pad_planes_.assign(static_cast<size_t>(planes_ * words), 0);
+    for (int bit = 0; bit < planes_; ++bit)
+      if ((-act_.offset >> bit) & 1)
+        for (int64_t c = 0; c < cg; ++c)
+          pad_planes_[static_cast<size_t>(bit * words + c / 64)] |= uint64_t{1} << (c % 64);
+  }
 }
 
 Shape QConv::output_shape(const Shape& x) const {
@@ -243,9 +256,56 @@ void QConv::run_xnor(const float* x, const Shape& xs, const Shape& os, float* ou
   rescale(acc, out, n, m_, ohw, zero_corr_.data(), s_.data(), b_.data(), relu_);
 }
 
+void QConv::run_planes(const float* x, const Shape& xs, const Shape& os, float* out,
+                       const gemm::Parallel& par) const {
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], g = a_.group, oh = os[2], ow = os[3];
+  const int64_t hw = checked_mul(h, w), ohw = checked_mul(oh, ow), words = xnor_->words, mg = m_ / g;
+  const int64_t taps = a_.kh * a_.kw, kwords = taps * words, planes = planes_;
+  // Codes as the engine gets them (c = a - offset >= 0), then bits [n][g][plane][h * w][words].
+  int8_t* codes = scratch(t_codes, shape_size(xs));
+  quantize_codes(act_, x, codes, shape_size(xs));
+  const int64_t plane_size = checked_mul(hw, words);
+  uint64_t* bits = scratch(t_bits, checked_mul(checked_mul(checked_mul(n, g), planes), plane_size));
+  uint8_t* tmp = scratch(t_signs, checked_mul(cg_, hw));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t gi = 0; gi < g; ++gi)
+      for (int p = 0; p < planes_; ++p)
+        plane_pack_pixels(codes + (b * c + gi * cg_) * hw, cg_, hw, p, tmp,
+                          bits + ((b * g + gi) * planes + p) * plane_size);
+  int32_t* acc = scratch(t_acc, shape_size(os));
+  // One unit: an output row of one image and group. Each pixel's taps are gathered per plane into one run of
+  // taps * words words; a padded tap gets the padding code's planes.
+  parallel_ranges(par, n * g * oh, 8, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<uint64_t> t_gather;
+    uint64_t* xk = scratch(t_gather, planes * kwords);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t y = u % oh, gi = (u / oh) % g, b = u / (oh * g);
+      const uint64_t* img = bits + (b * g + gi) * planes * plane_size;
+      int32_t* row = acc + b * m_ * ohw + y * ow;
+      for (int64_t xo = 0; xo < ow; ++xo) {
+        for (int64_t r = 0; r < a_.kh; ++r) {
+          const int64_t iy = y * a_.sh - a_.pt + r * a_.dh;
+          for (int64_t q = 0; q < a_.kw; ++q) {
+            const int64_t ix = xo * a_.sw - a_.pl + q * a_.dw, t = r * a_.kw + q;
+            const bool pad = iy < 0 || iy >= h || ix < 0 || ix >= w;
+            for (int64_t p = 0; p < planes; ++p) {
+              const uint64_t* src = pad ? pad_planes_.data() + p * words : img + p * plane_size + (iy * w + ix) * words;
+              uint64_t* dst = xk + p * kwords + t * words;
+              for (int64_t i = 0; i < words; ++i) dst[i] = src[i];
+            }
+          }
+        }
+        plane_dot(xk, planes_, kwords, *xnor_, gi, row + gi * mg * ohw + xo, ohw);
+      }
+    }
+  });
+  rescale(acc, out, n, m_, ohw, corr_.data(), s_.data(), b_.data(), relu_);
+}
+
 void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
-  if (xnor_ && kernel == gemm::Kernel::kAuto) return run_xnor(x, xs, os, out, par);
+  if (xnor_ && kernel == gemm::Kernel::kAuto)
+    return planes_ ? run_planes(x, xs, os, out, par) : run_xnor(x, xs, os, out, par);
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
   int8_t* codes = scratch(t_codes, n_in);
   quantize_codes(act_, x, codes, n_in);
@@ -308,8 +368,8 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
   for (auto& c : corr_) c *= act_.offset;
-  if (xnor) xnor_ = xnor_weights(act_, w, n, 1, k, 1);
-  if (xnor_) zero_corr_.assign(static_cast<size_t>(n), 0);
+  if (xnor) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
+  if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(n), 0);
 }
 
 void QGemm::run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const {
@@ -323,8 +383,21 @@ void QGemm::run_xnor(const float* x, int64_t rows, float* out, const gemm::Paral
   rescale(acc, out, rows, n_, 1, zero_corr_.data(), s_.data(), b_.data(), relu_);
 }
 
+void QGemm::run_planes(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const {
+  const int64_t words = xnor_->words, plane_size = checked_mul(rows, words);
+  int8_t* codes = scratch(t_codes, checked_mul(rows, k_));
+  quantize_codes(act_, x, codes, rows * k_);
+  uint64_t* bits = scratch(t_bits, checked_mul(planes_, plane_size));  // [plane][rows][words]
+  for (int p = 0; p < planes_; ++p) plane_pack_rows(codes, rows, k_, p, bits + p * plane_size);
+  int32_t* acc = scratch(t_acc, checked_mul(rows, n_));
+  parallel_ranges(par, rows, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) plane_dot(bits + r * words, planes_, plane_size, *xnor_, 0, acc + r * n_, 1);
+  });
+  rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
+}
+
 void QGemm::run(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
-  if (xnor_ && kernel == gemm::Kernel::kAuto) return run_xnor(x, rows, out, par);
+  if (xnor_ && kernel == gemm::Kernel::kAuto) return planes_ ? run_planes(x, rows, out, par) : run_xnor(x, rows, out, par);
   const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
   int8_t* codes = scratch(t_codes, n_in);
   quantize_codes(act_, x, codes, n_in);

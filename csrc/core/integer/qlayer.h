@@ -69,18 +69,21 @@ void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, 
                  const double* s, const double* b, bool relu);
 
 // A quantized 2-D convolution (NCHW float in, NCHW float out) with weight codes [m][c/group][kh][kw]. With a
-// bipolar activation and weight codes all -1 or +1 it runs on XNOR-popcount (xnor.h), with the same output bits.
+// weight codes all -1 or +1 and a bipolar or 1- to 2-bit activation it runs on bit kernels (xnor.h: XNOR-popcount or
+// bit-serial AND-popcount), with the same output bits.
 class QConv {
  public:
-  // relu: a standard Relu on the output, fused into the rescale. xnor: a 1-bit layer may take the XNOR-popcount
-  // path (false: always the int8 engine).
+  // relu: a standard Relu on the output, fused into the rescale. xnor: a binary-weight layer may take the bit
+  // kernels (false: always the int8 engine).
   QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
         std::vector<double> s, std::vector<double> b, bool relu = false, bool xnor = true);
   Shape output_shape(const Shape& x) const;
   void run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
-  // True for a 1-bit layer: run() with kernel kAuto takes the XNOR-popcount path.
+  // True for a binary-weight layer on the bit kernels: run() with kernel kAuto takes them. bit_planes(): 0 for
+  // XNOR-popcount (bipolar activation), 1 or 2 for bit-serial.
   bool uses_xnor() const { return xnor_.has_value(); }
+  int bit_planes() const { return planes_; }
 
  private:
   conv::ConvAttrs a_;  // as given (pads of the float convolution)
@@ -91,10 +94,13 @@ class QConv {
   std::vector<int64_t> corr_;
   bool relu_;
   conv::Conv2d conv_;
-  // The 1-bit layer's weight bits (bipolar activation, weight codes all +-1): run() with kernel kAuto takes the
-  // XNOR-popcount path (xnor.h); a forced engine kernel still runs the int8 engine (tests compare the two).
+  // The binary-weight layer's weight bits: run() with kernel kAuto takes the bit kernels (xnor.h); a forced engine
+  // kernel still runs the int8 engine (tests compare the two). planes_: 0 = XNOR-popcount, else bit-serial planes.
   std::optional<XnorWeights> xnor_;
+  int planes_ = 0;
+  std::vector<uint64_t> pad_planes_;  // bit-serial: the padding code's planes, [planes][words]
   std::vector<int64_t> zero_corr_;
+  void run_planes(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
 };
 
@@ -109,6 +115,7 @@ class QGemm {
   void run(const float* x, int64_t rows, float* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   bool uses_xnor() const { return xnor_.has_value(); }  // as QConv::uses_xnor
+  int bit_planes() const { return planes_; }
 
  private:
   int64_t n_, k_;
@@ -118,8 +125,10 @@ class QGemm {
   bool relu_;
   gemm::PackedWeights packed_;
   std::optional<XnorWeights> xnor_;  // as in QConv
+  int planes_ = 0;
   std::vector<int64_t> zero_corr_;
   void run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
+  void run_planes(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
 };
 
 }  // namespace ortquant::integer

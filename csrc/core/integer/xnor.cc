@@ -46,6 +46,24 @@ void xnor_pack_pixels(const ActQuant& a, const float* x, int64_t channels, int64
       x, channels, pixels, a.scale, a.zeropt, signs, out);
 }
 
+void plane_pack_pixels(const int8_t* codes, int64_t channels, int64_t pixels, int plane, uint8_t* scratch,
+                       uint64_t* out) {
+  select_isa(&scalar::plane_pack_pixels_isa, &avx2::plane_pack_pixels_isa, &avx512::plane_pack_pixels_isa)(
+      codes, channels, pixels, plane, scratch, out);
+}
+
+void plane_pack_rows(const int8_t* codes, int64_t rows, int64_t k, int plane, uint64_t* out) {
+  select_isa(&scalar::plane_pack_rows_isa, &avx2::plane_pack_rows_isa, &avx512::plane_pack_rows_isa)(codes, rows, k,
+                                                                                                     plane, out);
+}
+
+void plane_dot(const uint64_t* x, int planes, int64_t plane_stride, const XnorWeights& w, int64_t g, int32_t* out,
+               int64_t out_stride) {
+  const uint64_t* blocks = w.bits.data() + g * w.blocks * w.kwords * kXnorRows;
+  select_isa(&scalar::plane_dot_isa, &avx2::plane_dot_isa, &avx512::plane_dot_isa)(x, planes, plane_stride, w.kwords,
+                                                                                  blocks, w.rows, out, out_stride);
+}
+
 void xnor_dot(const uint64_t* x, int32_t base, const XnorWeights& w, int64_t g, int32_t* out, int64_t out_stride) {
   const uint64_t* blocks = w.bits.data() + g * w.blocks * w.kwords * kXnorRows;
   select_isa(&scalar::xnor_dot_isa, &avx2::xnor_dot_isa, &avx512::xnor_dot_isa)(x, w.kwords, blocks, w.rows, base,

@@ -1,15 +1,12 @@
-// 1-bit integer-mode layers on XNOR-popcount (issue 10): a QConv or QGemm whose activation quantizer is bipolar
-// (BipolarQuant, or signed 1-bit Quant) and whose weight codes are all -1 or +1 (BipolarQuant weights) computes
-// its exact sums from bits instead of int8 multiply-adds.
+// Binary-weight integer-mode layers on bit kernels (issue 10): a QConv or QGemm whose weight codes are all -1 or
+// +1 (BipolarQuant weights, FINN's 1W*A layers) computes its exact sums from bits instead of int8 multiply-adds:
+//   - XNOR-popcount when the activation quantizer is bipolar (BipolarQuant, or signed 1-bit Quant: 1W1A);
+//   - bit-serial AND-popcount when the activation's stored codes c (QConv/QGemm's nonneg_codes: c = a - offset,
+//     offset = min(a, 0)) are in [0, 3]: 1- and 2-bit activations, signed (e.g. ternary -1, 0, 1) or not (1W2A).
+//     Per bit plane C_b of the codes, sum_k c_b,k w_k = 2 popcount(C_b AND W) - popcount(C_b), weighted by 2^b;
+//     the layer adds offset * sum_k w_k (its corr) as on the int8 engine. Padding is the code -offset (a = 0),
+//     gathered as that code's planes.
 //
-// A value +1 is the bit 1 and -1 the bit 0; for n pairs of such values, sum a_k * w_k = n - 2 * popcount(a XOR w).
-// Activations are packed channel-contiguous: one run of `words` = ceil(channels / 64) 64-bit words per pixel (or
-// per GEMM row), the unused high bits 0 in both operands so they never count. A convolution gathers each output
-// pixel's taps into one contiguous run (as the weight rows are laid out). A tap that falls in the padding
-// contributes 0 (as the engine's padding code does): its words are gathered as 0, which counts popcount(w) for
-// that tap, and the layer takes those counts (precomputed per weight row and tap) back out; n counts the valid
-// taps only. The sums are the same exact integers the int8 engine computes, so the layer's output bits do not
-// change.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -43,6 +40,16 @@ XnorWeights pack_xnor_weights(const int8_t* w, int64_t n, int64_t groups, int64_
 void xnor_pack_rows(const ActQuant& a, const float* x, int64_t rows, int64_t k, uint64_t* out);
 void xnor_pack_pixels(const ActQuant& a, const float* x, int64_t channels, int64_t pixels, uint8_t* signs,
                       uint64_t* out);
+
+// Bit plane `plane` of int8 activation codes (all >= 0) as xnor_pack_pixels / xnor_pack_rows lay the bits out.
+void plane_pack_pixels(const int8_t* codes, int64_t channels, int64_t pixels, int plane, uint8_t* scratch,
+                       uint64_t* out);
+void plane_pack_rows(const int8_t* codes, int64_t rows, int64_t k, int plane, uint64_t* out);
+
+// Bit-serial: out[r * out_stride] = sum over b < planes of 2^b * (2 popcount(X_b AND row r) - popcount(X_b)), the
+// planes X_b = x + b * plane_stride (kwords words each), against the rows of group g.
+void plane_dot(const uint64_t* x, int planes, int64_t plane_stride, const XnorWeights& w, int64_t g, int32_t* out,
+               int64_t out_stride);
 
 // One output pixel (or GEMM row) whose kwords activation words are gathered in x, against the rows of group g:
 // out[r * out_stride] = base - 2 * popcount(x XOR the bits of the group's row r), r < w.rows, with base =

@@ -22,8 +22,8 @@ _ACT = [
     Attr("relu", AttrType.INT, 0, doc="1: a Relu on the output, fused (y < 0 ? 0 : y)"),
 ]
 # QConv / QGemm only (not QuantCodes).
-_XNOR = Attr("xnor", AttrType.INT, 1, doc="1: a 1-bit layer (bipolar activation, weight codes +-1) runs on "
-             "XNOR-popcount; 0: on the int8 engine (same bits; for benchmarks)")  # fmt: skip
+_XNOR = Attr("xnor", AttrType.INT, 1, doc="1: a binary-weight layer (weight codes +-1, bipolar or 1- to 2-bit "
+             "activation) runs on the bit kernels; 0: on the int8 engine (same bits; for benchmarks)")  # fmt: skip
 _CONV = [
     Attr("kernel_shape", AttrType.INTS),
     Attr("strides", AttrType.INTS),

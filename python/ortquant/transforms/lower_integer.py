@@ -372,16 +372,24 @@ def _evaluate_default(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> li
     return evaluate_nodes(model, nodes)
 
 
-def _is_1bit(low: _Lowered) -> bool:
-    """Whether the lowered QConv / QGemm takes the XNOR-popcount path (core/integer/xnor.h): a bipolar activation
-    (BipolarQuant, or Quant's signed 1-bit case with zero point 0) and weight codes all -1 or +1."""
+def _bit_kernel(low: _Lowered) -> str | None:
+    """The bit kernel the lowered QConv / QGemm takes (core/integer/xnor.h), or None for the int8 engine: with weight
+    codes all -1 or +1, "XNOR-popcount" for a bipolar activation (BipolarQuant, or Quant's signed 1-bit case with
+    zero point 0) and "bit-serial" when the activation's stored codes are in [0, 3] (the values a = q - z and 0
+    span at most 3: 1- and 2-bit activations)."""
     op = low.new_nodes[-1]
     a = {x.name: helper.get_attribute_value(x) for x in op.attribute}
-    bipolar = a.get("act_bipolar", 0) == 1 or (
-        a.get("act_bits", 8) == 1 and a.get("act_signed", 1) == 1 and a.get("act_zeropt", 0.0) == 0.0
-    )
     w = next((t for t in low.initializers if t.name == op.input[1]), None)
-    return bipolar and w is not None and bool(np.all(np.abs(numpy_helper.to_array(w).astype(np.int64)) == 1))
+    if w is None or not bool(np.all(np.abs(numpy_helper.to_array(w).astype(np.int64)) == 1)):
+        return None
+    bits, signed, z = int(a.get("act_bits", 8)), int(a.get("act_signed", 1)), float(a.get("act_zeropt", 0.0))
+    if a.get("act_bipolar", 0) == 1 or (bits == 1 and signed == 1 and z == 0.0):
+        return "XNOR-popcount"
+    narrow = int(a.get("act_narrow", 0))
+    lo = -(1 << (bits - 1)) + narrow if signed else 0
+    hi = (1 << (bits - 1)) - 1 if signed else (1 << bits) - 1 - narrow
+    span = max(hi - z, 0) - min(lo - z, 0)  # the values a = q - z and 0 (padding)
+    return "bit-serial" if span <= 3 else None
 
 
 def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
@@ -405,7 +413,7 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
         if last == "Rescale":
             kind = f"{low.new_nodes[-2].op_type} on integer values (float-exact)"
         else:
-            kind = f"{last} ({'XNOR-popcount' if _is_1bit(low) else 'int8 engine'})"
+            kind = f"{last} ({_bit_kernel(low) or 'int8 engine'})"
         decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}"))
     return decisions, lowered
 

@@ -76,6 +76,7 @@ class QConvKernel : public OpKernel {
     a.group = info.attr_int("group", 1);
     conv::validate_attrs(a, false);
     const int64_t m = w.shape[0];
+    if (m == 0) throw_error("input W has no output channel (shape ", shape_str(w.shape), ")");
     if (m % a.group != 0) throw_error("the weight's ", m, " output channels are not a multiple of group ", a.group);
     conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
                   channel_values(info, 3, "B", m), info.attr_bool("relu", false), info.attr_bool("xnor", true));
@@ -127,6 +128,9 @@ class QGemmKernel : public OpKernel {
 void infer_conv(const InferContext& ctx) {
   InferContext::Dims x, w;
   if (!ctx.input_shape(0, &x) || x.rank() != 4 || !ctx.input_shape(1, &w) || w.rank() != 4) return;
+  // No output channel is an error of the kernel (at session creation); inferring 0 channels instead would let
+  // onnxruntime's NCHWc rewrite of a following pool fail first, in a node of its own ("invalid channel count").
+  if (w.dims[0] == 0) return;
   std::vector<int64_t> st = ctx.attr_ints("strides"), di = ctx.attr_ints("dilations"), pa = ctx.attr_ints("pads");
   if (st.size() != 2) st.assign(2, 1);
   if (di.size() != 2) di.assign(2, 1);

@@ -272,6 +272,14 @@ def _signed_acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float)
     return x
 
 
+def _assert_bit_kernel(op: str, kernel: str, x: np.ndarray, w: np.ndarray, s, b, **kw: object) -> None:
+    """The layer on the bit kernel `kernel` equals the reference and the scalar int8 engine, bit for bit."""
+    run, reference = (kernels.qconv, ref.qconv) if op == "conv" else (kernels.qgemm, ref.qgemm)
+    got = run(x, w, s, b, kernel=kernel, **kw)
+    np.testing.assert_array_equal(got.view(np.uint32), reference(x, w, s, b, **kw).view(np.uint32))
+    np.testing.assert_array_equal(got.view(np.uint32), run(x, w, s, b, kernel="scalar", **kw).view(np.uint32))
+
+
 @pytest.mark.parametrize("act", BIPOLAR_ACTS, ids=["bipolarquant", "quant1s"])
 @pytest.mark.parametrize("k", [1, 63, 64, 65, 300, 64 * 40 + 1])  # the last: byte counts flushed (> 31 words)
 def test_qgemm_xnor_matches_reference_and_engine(isa, act, k):
@@ -280,12 +288,7 @@ def test_qgemm_xnor_matches_reference_and_engine(isa, act, k):
     x = _signed_acts(rng, (rows, k), 0.3)
     w = _unit_codes(rng, (n, k))
     s, b = _channel_params(rng, n, 0.3)
-    act = {"scale": 0.3, **act}
-    got = kernels.qgemm(x, w, s, b, kernel="xnor", **act)
-    want = ref.qgemm(x, w, s, b, **act)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    engine = kernels.qgemm(x, w, s, b, kernel="scalar", **act)
-    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+    _assert_bit_kernel("gemm", "xnor", x, w, s, b, scale=0.3, **act)
 
 
 @pytest.mark.parametrize("sign", [1, -1])
@@ -311,23 +314,6 @@ XNOR_CONV_CASES = [
     ((1, 4, 3, 3), (4, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),  # every pixel has padded taps
     ((1, 256, 5, 5), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 36 words per pixel: flushed byte counts
 ]
-
-
-@pytest.mark.parametrize("act", BIPOLAR_ACTS, ids=["bipolarquant", "quant1s"])
-@pytest.mark.parametrize("case", range(len(XNOR_CONV_CASES)))
-def test_qconv_xnor_matches_reference_and_engine(isa, act, case):
-    xs, (m, kh, kw), st, pa, di, group = XNOR_CONV_CASES[case]
-    rng = np.random.default_rng(100 + case)
-    x = _signed_acts(rng, xs, 0.2)
-    w = _unit_codes(rng, (m, xs[1] // group, kh, kw))
-    s, b = _channel_params(rng, m, 0.2)
-    act = {"scale": 0.2, **act}
-    conv = {"strides": st, "pads": pa, "dilations": di, "group": group, "relu": case % 2 == 1}
-    got = kernels.qconv(x, w, s, b, kernel="xnor", **conv, **act)
-    want = ref.qconv(x, w, s, b, **conv, **act)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    engine = kernels.qconv(x, w, s, b, kernel="scalar", **conv, **act)
-    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
 
 
 def test_bit_kernels_are_taken_only_by_their_layers():
@@ -370,29 +356,23 @@ def test_qgemm_bitserial_matches_reference_and_engine(isa, act, k):
     x = _acts(rng, (6, k), 0.3) if k > 60 else (rng.standard_normal((6, k)) * 0.6).astype(np.float32)
     w = _unit_codes(rng, (11, k))
     s, b = _channel_params(rng, 11, 0.3)
-    act = {"scale": 0.3, **act}
-    got = kernels.qgemm(x, w, s, b, kernel="bitserial", **act)
-    want = ref.qgemm(x, w, s, b, **act)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    engine = kernels.qgemm(x, w, s, b, kernel="scalar", **act)
-    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+    _assert_bit_kernel("gemm", "bitserial", x, w, s, b, scale=0.3, **act)
 
 
-@pytest.mark.parametrize("act", SERIAL_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+BIT_CONV_ACTS = [("xnor", a) for a in BIPOLAR_ACTS] + [("bitserial", a) for a in SERIAL_ACTS]
+
+
+@pytest.mark.parametrize("kernel,act", BIT_CONV_ACTS, ids=lambda v: v if isinstance(v, str) else "-".join(
+    f"{k}{x}" for k, x in v.items()))  # fmt: skip
 @pytest.mark.parametrize("case", range(len(XNOR_CONV_CASES)))
-def test_qconv_bitserial_matches_reference_and_engine(isa, act, case):
+def test_qconv_bit_kernels_match_reference_and_engine(isa, kernel, act, case):
     xs, (m, kh, kw), st, pa, di, group = XNOR_CONV_CASES[case]
-    rng = np.random.default_rng(200 + case)
-    x = _acts(rng, xs, 0.2)
+    rng = np.random.default_rng(100 + case)
+    x = _signed_acts(rng, xs, 0.2) if kernel == "xnor" else _acts(rng, xs, 0.2)
     w = _unit_codes(rng, (m, xs[1] // group, kh, kw))
     s, b = _channel_params(rng, m, 0.2)
-    act = {"scale": 0.2, **act}
-    conv = {"strides": st, "pads": pa, "dilations": di, "group": group, "relu": case % 2 == 0}
-    got = kernels.qconv(x, w, s, b, kernel="bitserial", **conv, **act)
-    want = ref.qconv(x, w, s, b, **conv, **act)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-    engine = kernels.qconv(x, w, s, b, kernel="scalar", **conv, **act)
-    np.testing.assert_array_equal(got.view(np.uint32), engine.view(np.uint32))
+    conv = {"strides": st, "pads": pa, "dilations": di, "group": group, "relu": case % 2 == 1}
+    _assert_bit_kernel("conv", kernel, x, w, s, b, scale=0.2, **conv, **act)
 
 
 def test_bitserial_all_ones_planes():

@@ -263,9 +263,14 @@ def _binary_weight_gemm(act: dict[str, float]) -> onnx.ModelProto:
         _quant("x", "xq", "as", "az", "ab", signed=int(act["signed"]), narrow=int(act.get("narrow", 0))),
         helper.make_node("Gemm", ["xq", "wq"], ["y"], name="fc", transB=1),
     ]
+    return _fc_model(nodes, inits, 70, 9)
+
+
+def _fc_model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], k: int, n: int) -> onnx.ModelProto:
+    """The graph x [N, k] -> nodes -> y [N, n] as an IR-10 model."""
     g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 70])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 9])], initializer=inits,
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, n])], initializer=inits,
     )  # fmt: skip
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
     m.ir_version = 10
@@ -290,12 +295,7 @@ def test_float_backend_only_where_float32_sums_are_exact(monkeypatch):
         _quant("x", "xq", "as", "az", "ab", signed=1, narrow=0),
         helper.make_node("Gemm", ["xq", "wq"], ["y"], name="fc", transB=1),
     ]
-    g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 1100])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])], initializer=inits,
-    )  # fmt: skip
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
-    m.ir_version = 10
+    m = _fc_model(nodes, inits, 1100, 3)
     assert [n.op_type for n in lower_integer(m).graph.node] == ["QGemm"]
     m.graph.initializer[0].CopyFrom(_init("w", rng.standard_normal((3, 1000)) * 0.01))  # |w| codes <= ~4: exact
     m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1000

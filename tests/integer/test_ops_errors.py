@@ -46,7 +46,8 @@ def test_quant_codes_and_rescale_through_onnxruntime():
 @pytest.mark.parametrize("xnor", [1, 0])
 def test_1bit_qconv_and_qgemm_through_onnxruntime_on_both_paths(xnor):
     """A 1-bit layer (bipolar activation, weight codes +-1) on XNOR-popcount (xnor=1) and on the int8 engine
-    (xnor=0), through onnxruntime with its thread pool: both equal the reference."""
+    (xnor=0), through onnxruntime with two intra-op threads (the bit kernels split their rows into pool tasks):
+    both equal the reference."""
     rng = np.random.default_rng(4)
     bip = {"act_scale": 0.5, "act_bipolar": 1, "xnor": xnor}
     x = rng.standard_normal((2, 6, 9, 7)).astype(np.float32)
@@ -54,14 +55,14 @@ def test_1bit_qconv_and_qgemm_through_onnxruntime_on_both_paths(xnor):
     s, b = rng.random(8) * 1e-2, rng.standard_normal(8)
     attrs = {**bip, "pads": [1, 0, 2, 1], "group": 2, "strides": [2, 1]}
     model, feeds = make_node_model("QConv", D, [x, w, s, b], const=[False, True, True, True], attrs=attrs)
-    (y,) = run_model(model, feeds)
+    (y,) = run_model(model, feeds, threads=2)
     want = ref.qconv(x, w, s, b, pads=(1, 0, 2, 1), group=2, strides=(2, 1), scale=0.5, bipolar=True)
     np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
-    xg = rng.standard_normal((5, 70)).astype(np.float32)
+    xg = rng.standard_normal((40, 70)).astype(np.float32)
     wg = np.where(rng.random((9, 70)) < 0.5, -1, 1).astype(np.int8)
     model, feeds = make_node_model("QGemm", D, [xg, wg, s[:1].repeat(9), b[:1].repeat(9)],
                                    const=[False, True, True, True], attrs=bip)  # fmt: skip
-    (y,) = run_model(model, feeds)
+    (y,) = run_model(model, feeds, threads=2)
     want = ref.qgemm(xg, wg, s[:1].repeat(9), b[:1].repeat(9), scale=0.5, bipolar=True)
     np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
 

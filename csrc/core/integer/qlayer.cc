@@ -59,8 +59,8 @@ std::optional<XnorWeights> bit_weights(const ActQuant& act, const int8_t* w, int
   return pack_xnor_weights(w, n, groups, channels, taps);
 }
 
-// Splits `units` units of work into at most 4 tasks per thread-pool thread's worth (ORT's pool balances them) and
-// runs fn(u0, u1) on each range.
+// Splits `units` units of work into tasks of at least `min_units` units (at most 64 tasks; the pool balances them
+// over its threads) and runs fn(u0, u1) on each range; one task runs inline.
 template <class F>
 void parallel_ranges(const gemm::Parallel& par, int64_t units, int64_t min_units, F fn) {
   int64_t tasks = units / (min_units > 0 ? min_units : 1);

@@ -17,7 +17,9 @@ batch sizes of `--batch` (default 1,8). `--clock thread` measures the calling th
 time: with one intra-op thread onnxruntime runs the node on the calling thread, so this is immune to the time
 slicing of a loaded machine (not to cache sharing); use it for 1-thread figures only. Weights are in [-127, 127]
 (symmetric quantization; `--with-min` draws them from [-128, 127]). `--planes` adds a third side: ortquant with
-ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation.
+ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation. Activations are uniform over
+[-128, 127]; `--act relu` draws them as a ReLU leaves them (max(0, uniform): half zeros, the rest in [1, 127]), the
+input of most convolutions of a CNN, which the AVX2 engine detects per call and multiplies without the sign step.
 
     PYTHONPATH=python .venv/bin/python bench/bench_conv.py --goals [--batch 1,8] [--clock thread] [--samples N]
 """
@@ -112,7 +114,14 @@ def qlinear_conv(
 
 
 def goals(
-    samples: int, threads_list: list[int], batches: list[int], clock: str, planes: bool, only: str, w127: bool
+    samples: int,
+    threads_list: list[int],
+    batches: list[int],
+    clock: str,
+    planes: bool,
+    only: str,
+    w127: bool,
+    relu: bool = False,
 ) -> int:
     """The issue-11 goal layers: ortquant vs QLinearConv u8 x s8, time ratio ours / peer."""
     import time
@@ -120,7 +129,8 @@ def goals(
     now = time.thread_time if clock == "thread" else time.perf_counter
     print(
         f"ortquant {ortquant.__version__} (kernel {ortquant._C.gemm_kernel()}); load average "
-        f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}; clock {clock}; median of {samples} alternating samples; "
+        f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}; clock {clock}; activations "
+        f"{'post-ReLU' if relu else 'signed'}; median of {samples} alternating samples; "
         "time ratio = ortquant / QLinearConv u8s8 (lower is better)"
     )
     header = f"{'layer':<22} {'N':>2} {'thr':>3} {'ortquant ms':>11} {'QLC u8s8 ms':>11} {'ratio':>6}"
@@ -138,6 +148,8 @@ def goals(
         for n in batches:
             macs = n * m * int(np.prod(osp)) * (c // group) * k**rank
             x = rng.integers(-128, 128, (n, c, *sp), dtype=np.int8)
+            if relu:
+                x = np.maximum(x, 0)
             xu = (x.astype(np.int16) + 128).astype(np.uint8)
             # Symmetrically quantized weights, [-127, 127], as linger exports them (a -128 weight makes the AVX2
             # GEMM fall back from its vpmaddubsw kernel to the widening one; see BENCHMARKS.md).
@@ -178,12 +190,15 @@ def main() -> int:
     ap.add_argument("--planes", action="store_true", help="--goals: also the pre-issue-11 algorithms")
     ap.add_argument("--only", default="", help="--goals: only layers whose name contains this")
     ap.add_argument("--with-min", action="store_true", help="--goals: weights in [-128, 127] instead of [-127, 127]")
+    ap.add_argument("--act", choices=["signed", "relu"], default="signed", help="--goals: activation distribution")
     args = ap.parse_args()
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
     if args.goals:
         batches = [int(b) for b in args.batch.split(",")]
-        return goals(samples, threads_list, batches, args.clock, args.planes, args.only, not args.with_min)
+        return goals(
+            samples, threads_list, batches, args.clock, args.planes, args.only, not args.with_min, args.act == "relu"
+        )
     print(
         f"ortquant {ortquant.__version__}; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "
         f"median of {samples} samples; GOPS; ratio = ortquant GOPS / ORT GOPS"

@@ -124,7 +124,9 @@ py::array gemm_cols_py(const I8& w, const I8& x, const std::optional<py::array>&
   void* o = out.mutable_data();
   {
     py::gil_scoped_release nogil;
-    gemm::gemm_cols(pw, cols, s.ep, o, p, parallel_of(threads), kk);
+    // As the convolutions do: non-negative columns take the AVX2 kernels' product without the sign step.
+    const gemm::Epilogue ep = gemm::with_proven_x_max(s.ep, kk, x.data(), 1, k * p, 0);
+    gemm::gemm_cols(pw, cols, ep, o, p, parallel_of(threads), kk);
   }
   return out;
 }
@@ -201,6 +203,15 @@ void register_gemm(py::module_& m) {
   m.def(
       "gemm_kernel", [](const std::string& name) { return std::string(gemm::kernel_name(kernel_of(name))); },
       py::arg("name") = "auto", "The GEMM kernel path `name` resolves to ('auto' follows set_isa / ORTQUANT_ISA).");
+  m.def(
+      "gemm_proven_x_max",
+      [](const I8& x) {
+        if (x.ndim() != 2) throw Error("need a 2-D int8 array");
+        return gemm::proven_x_max(x.data(), x.shape(0), x.shape(1), x.shape(1));
+      },
+      py::arg("x"),
+      "The activation bound the data proves (gemm::proven_x_max): -1 when some value is negative, else 2^b - 1 for "
+      "the bit length b of the OR of all values.");
   py::class_<PackedRows>(m, "PackedGemmRows", "int8 weights W[N, K] packed once for gemm_rows.")
       .def(py::init<const I8&>(), py::arg("w"))
       .def("run", &PackedRows::run, py::arg("a"), py::arg("bias") = py::none(), py::arg("kind") = "int8",

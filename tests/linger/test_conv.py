@@ -251,3 +251,26 @@ def test_weight_and_bias_types(rng):
         [False, True, True],
         "bias must have shape [4]",
     )
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("bound", [1, 15, 127])
+def test_conv_core_nonneg_input(kernel, case, bound, rng):
+    # A non-negative input (after a ReLU: the usual case) takes the AVX2 product without the sign step; its
+    # largest products (x = bound against -128 and 127 weights) and one negative value (back to the sign kernel).
+    n, c, h, w, m, kh, kw, s, p, d, g = case
+    x = rng.integers(0, bound + 1, (n, c, h, w), dtype=np.int8)
+    x.reshape(-1)[: max(1, x.size // 3)] = bound
+    wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.5)
+    b = rng.integers(-5000, 5000, m).astype(np.int32)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel)
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
+    assert_bitexact(
+        _C.conv2d(x, wt, None, kind="raw", **args), ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32)
+    )
+    x.reshape(-1)[-1] = -1
+    assert_bitexact(
+        _C.conv2d(x, wt, None, kind="raw", **args), ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32)
+    )

@@ -182,3 +182,17 @@ def test_conv_transpose_core_sums_beyond_int32(kernel, stride, c, k):
     assert_bitexact(got, (acc.astype(np.float64) + b[None, :, None, None]).astype(np.float32))
     got = _C.conv2d(x, wt, b, kind="int32", ratio=0.5, lo=-(2**31), hi=2**31 - 1, **args)
     assert_bitexact(got, _requant(acc, b, 0.5, -(2**31), 2**31 - 1).astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("bound", [7, 127])
+def test_conv_transpose_core_nonneg_input(kernel, case, bound, rng):
+    # A non-negative input (after a ReLU) takes the AVX2 product without the sign step, -128 weights included.
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = rng.integers(0, bound + 1, (n, c, h, w), dtype=np.int8)
+    x.reshape(-1)[0] = bound
+    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
+    got = _C.conv2d(x, wt, None, kind="raw", output_padding=list(op), **args)
+    assert_bitexact(got, ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g).astype(np.int32))

@@ -213,3 +213,66 @@ def test_kernel_names():
     assert _C.gemm_kernel("scalar") == "scalar"
     with pytest.raises(ValueError, match="unknown GEMM kernel"):
         _C.gemm_kernel("sse9")
+
+
+def test_proven_x_max():
+    # The bound the AVX2 engine takes from the data (gemm::proven_x_max): -1 as soon as one value is negative.
+    assert _C.gemm_proven_x_max(np.zeros((3, 5), np.int8)) == 0
+    assert _C.gemm_proven_x_max(np.array([[0, 1, 4]], np.int8)) == 7
+    assert _C.gemm_proven_x_max(np.array([[8], [3]], np.int8)) == 15
+    assert _C.gemm_proven_x_max(np.full((2, 9), 127, np.int8)) == 127
+    assert _C.gemm_proven_x_max(np.array([[64, 0]], np.int8)) == 127
+    for where in (0, 4095, 4096, 9999):  # first block, block edge, a later block, the last value
+        x = np.full((1, 10000), 5, np.int8)
+        x[0, where] = -1
+        assert _C.gemm_proven_x_max(x) == -1
+    x = np.full((4, 3), 2, np.int8)
+    x[3, 2] = -128  # the last row
+    assert _C.gemm_proven_x_max(x) == -1
+
+
+# Non-negative activations: every bound of proven_x_max, with the largest products of each (x = bound everywhere
+# against w = -128 or 127 everywhere), and weights with and without -128.
+NONNEG_BOUNDS = [1, 3, 15, 63, 127]
+
+
+def _nonneg_operands(rng, shape_x, shape_w, bound, w_fill):
+    x = rng.integers(0, bound + 1, shape_x, dtype=np.int8)
+    x.reshape(-1)[:1] = bound
+    if w_fill is None:
+        w = int8_data(rng, shape_w, extreme=0.3)
+    else:
+        w = np.full(shape_w, w_fill, np.int8)
+        x[...] = bound
+    return x, w
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound", NONNEG_BOUNDS)
+@pytest.mark.parametrize("w_fill", [None, -128, 127])
+@pytest.mark.parametrize("m,n,k", [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (1, 1024, 1024)])
+def test_rows_nonneg_activations(kernel, bound, w_fill, m, n, k, rng):
+    a, w = _nonneg_operands(rng, (m, k), (n, k), bound, w_fill)
+    assert _C.gemm_proven_x_max(a) == bound
+    acc = ref.linear_acc(a, w)
+    packed = _C.PackedGemmRows(w)
+    assert_bitexact(packed.run(a, kind="raw", kernel=kernel), acc.astype(np.int32))
+    assert_bitexact(packed.run(a, kind="int8", ratio=2.0**-10, kernel=kernel), _expected(acc, "int8", 2.0**-10))
+    a[-1, -1] = -1  # one negative value: the sign (or widening) kernel, still exact
+    assert_bitexact(packed.run(a, kind="raw", kernel=kernel), ref.linear_acc(a, w).astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound", NONNEG_BOUNDS)
+@pytest.mark.parametrize("w_fill", [None, -128, 127])
+@pytest.mark.parametrize("m,n,k", [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (64, 100, 36)])
+def test_cols_nonneg_activations(kernel, bound, w_fill, m, n, k, rng):
+    x, w = _nonneg_operands(rng, (k, n), (m, k), bound, w_fill)
+    acc = ref.linear_acc(x.T, w).T
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
+    assert_bitexact(
+        _C.gemm_cols(w, x, kind="int16", ratio=2.0**-3, lo=-32768.0, hi=32767.0, kernel=kernel),
+        _expected(acc, "int16", 2.0**-3),
+    )
+    x[-1, -1] = -1
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), ref.linear_acc(x.T, w).T.astype(np.int32))

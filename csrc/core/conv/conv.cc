@@ -349,7 +349,8 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
           build_phases(xg + c0 * h * w, c1 - c0, h, w, a_, g, phases + c0 * g.channel_bytes());
         });
       }
-      Epilogue eg = ep;
+      // Non-negative inputs (a ReLU before the layer, the usual case) take the cheaper exact AVX2 product.
+      Epilogue eg = gemm::with_proven_x_max(ep, kernel, xg, 1, cg_ * h * w, 0);
       if (ep.bias) eg.bias = ep.bias + gi * mg;
       char* og = sink ? nullptr : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
       char* dst = grid_out == nullptr ? og : grid_out;
@@ -528,7 +529,7 @@ void ConvTranspose2d::run_acc(const int8_t* x, const Shape& xs, const Epilogue& 
             gemm::pack_panel(rows, cg, p0, std::min<int64_t>(gemm::kPanel, pin - p0), scratch);
             return static_cast<const uint8_t*>(scratch);
           },
-          raw, sums, pin, par, kernel);
+          gemm::with_proven_x_max(raw, kernel, xg, 1, cg * pin, 0), sums, pin, par, kernel);
       // col2im: every (oc, i, j, input pixel) adds into output pixel (ih*s - p + i*d, iw*s - p + j*d); the input
       // columns that land inside the output are computed once per tap, so the inner loop has no test. With a
       // stride, the accumulator is kept as stride-phase planes (output (y, x) in plane (y % sh, x % sw) at

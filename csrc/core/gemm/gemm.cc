@@ -109,16 +109,42 @@ int32_t nonneg_flush(const Epilogue& ep, const PackedWeights& w) {
 }
 }  // namespace
 
+int32_t proven_x_max(const int8_t* x, int64_t rows, int64_t cols, int64_t ld) {
+  constexpr int64_t kBlock = 4096;
+  uint8_t all = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto* p = reinterpret_cast<const uint8_t*>(x + r * ld);
+    for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+      const int64_t c1 = std::min(cols, c0 + kBlock);
+      uint8_t acc = 0;
+      for (int64_t c = c0; c < c1; ++c) acc = static_cast<uint8_t>(acc | p[c]);  // vectorized (-O3)
+      if (acc & 0x80u) return -1;
+      all = static_cast<uint8_t>(all | acc);
+    }
+  }
+  int32_t bound = 0;
+  while (bound < all) bound = 2 * bound + 1;
+  return bound;
+}
+
+Epilogue with_proven_x_max(const Epilogue& ep, Kernel kernel, const int8_t* x, int64_t rows, int64_t cols,
+                           int64_t ld) {
+  Epilogue e = ep;
+  if (ep.x_max < 0 && resolve_kernel(kernel) == Kernel::kAvx2) e.x_max = proven_x_max(x, rows, cols, ld);
+  return e;
+}
+
 void run_inline(size_t n, const TaskFn& fn) {
   for (size_t i = 0; i < n; ++i) fn(i);
 }
 
-void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, const Epilogue& ep, void* out,
+void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, const Epilogue& ep_in, void* out,
                int64_t ldc, const Parallel& par, Kernel kernel) {
   if (w.layout != PackedWeights::Layout::kPanels) throw_error("gemm_rows needs weights packed as panels");
   if (m < 0) throw_error("gemm: negative matrix size");
   if (m == 0 || w.n == 0) return;
   const TileFn fn = tile_fn(resolve_kernel(kernel), false);
+  const Epilogue ep = with_proven_x_max(ep_in, kernel, a, m, w.k, lda);
   const int32_t flush = nonneg_flush(ep, w);
   const int64_t kg = w.kgroups;
   const int64_t mt = (m + kMR - 1) / kMR;

@@ -42,8 +42,18 @@ using TaskFn = std::function<void(size_t)>;
 using Parallel = std::function<void(size_t n, const TaskFn& fn)>;
 void run_inline(size_t n, const TaskFn& fn);
 
+// The promise of Epilogue::x_max that the activations prove themselves: -1 when some value is negative, else
+// 2^b - 1 for the bit length b of the OR of all values (>= the largest). rows x cols int8 with row stride ld.
+// Stops at the first 4 KiB block that holds a negative value, so signed data costs little to rule out.
+int32_t proven_x_max(const int8_t* x, int64_t rows, int64_t cols, int64_t ld);
+// `ep` with x_max = proven_x_max(x, ...) when no promise is made yet (ep.x_max < 0) and the resolved `kernel` is the
+// one that uses it (AVX2: vpmaddubsw without the sign step, 3 vector ops per 32 multiply-adds instead of 4);
+// otherwise `ep` as it is. The result is the same either way (the kernels are exact); only the speed differs.
+Epilogue with_proven_x_max(const Epilogue& ep, Kernel kernel, const int8_t* x, int64_t rows, int64_t cols, int64_t ld);
+
 // out[m][j] (row stride ldc elements of the output kind) = epi(sum_k a[m][k] * W[j][k]), a with row stride lda.
-// W must use the kPanels layout.
+// W must use the kPanels layout. Activations that are all non-negative take the AVX2 kernels' cheaper product
+// (with_proven_x_max).
 void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, const Epilogue& ep, void* out,
                int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
 

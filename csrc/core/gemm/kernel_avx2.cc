@@ -186,7 +186,15 @@ void tile_sign(const TileArgs& t) {
 #define OQ_NOUT(r) \
   if constexpr (MR > r) s[r] = acc##r;
 
-template <int MR>
+// kOne (nonneg_flush == 1: 8-bit weights with 7-bit activations, whose pair sums may reach 32512): each pair sum is
+// widened at once, vpmaddubsw + vpmaddwd(ones) + vpaddd, the sequence of MLAS's u8 x s8 kernel minus its saturation.
+#define OQ_N1ROW(r)                                                                                         \
+  if constexpr (MR > r) {                                                                                   \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                                              \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wb), ones));               \
+  }
+
+template <int MR, bool kOne>
 void tile_nonneg(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
@@ -196,15 +204,24 @@ void tile_nonneg(const TileArgs& t) {
     OQ_ROWS(OQ_NDECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
-    for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
-      const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
-      for (int64_t g = g0; g < g1; ++g) {
+    if constexpr (kOne) {
+      for (int64_t g = 0; g < t.kgroups; ++g) {
         const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
-        OQ_ROWS(OQ_NROW)
+        OQ_ROWS(OQ_N1ROW)
         a += kMR * 4;
         b += kPanel * 4;
       }
-      OQ_ROWS(OQ_NFLUSH)
+    } else {
+      for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
+        const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
+        for (int64_t g = g0; g < g1; ++g) {
+          const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+          OQ_ROWS(OQ_NROW)
+          a += kMR * 4;
+          b += kPanel * 4;
+        }
+        OQ_ROWS(OQ_NFLUSH)
+      }
     }
     __m256i s[MR];
     OQ_ROWS(OQ_NOUT)
@@ -217,13 +234,16 @@ void tile_nonneg(const TileArgs& t) {
 #undef OQ_NROW
 #undef OQ_NFLUSH
 #undef OQ_NOUT
+#undef OQ_N1ROW
 
 // Rows orientation (activations broadcast, weights in lanes), weights without -128: the same exact vpmaddubsw
 // product, the activation's |x| and sign taken once per row and k-group and used for the weight vectors.
 // kWide: 16 lanes (two 8-lane weight vectors) x R <= 3 rows per pass, 6 accumulators, no spills; otherwise (8 or
 // fewer weight rows left) 8 lanes x R <= 6 rows, so that a narrow GEMM (LinearInt with few output features) neither
 // computes 8 idle lanes nor runs the epilogue for 3 rows at a time. Accumulators start at the lanes' corrections.
-template <int R, bool kWide>
+// kOne: activations in [0, 127] with nonneg_flush == 1 (8-bit weights): the product is vpmaddubsw(x, w) as it is,
+// widened at once, in the same schedule.
+template <int R, bool kWide, bool kOne = false>
 void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
   const __m256i ones = _mm256_set1_epi16(1);
@@ -240,15 +260,20 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
 #define OQ_RS(i)                                                                               \
   if constexpr (R > i) {                                                                       \
     const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
-    const __m256i xa = _mm256_abs_epi8(x);                                                     \
-    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bl, x)), ones)); \
-    if constexpr (kWide)                                                                       \
-      h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, _mm256_sign_epi8(bh, x)), ones)); \
+    const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
+    const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
+    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
+    if constexpr (kWide) {                                                                     \
+      const __m256i wh = kOne ? bh : _mm256_sign_epi8(bh, x);                                  \
+      h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wh), ones));    \
+    }                                                                                          \
   }
 #define OQ_RS_NARROW(i)                                                                        \
   if constexpr (!kWide && R > i) {                                                             \
     const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
-    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(x), _mm256_sign_epi8(bl, x)), ones)); \
+    const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
+    const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
+    l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
   }
     OQ_RS(0) OQ_RS(1) OQ_RS(2) OQ_RS_NARROW(3) OQ_RS_NARROW(4) OQ_RS_NARROW(5)
 #undef OQ_RS
@@ -311,14 +336,23 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
   if (kWide && t.nr - c0 > 8) epilogue8_any<false>(tt, acch, R, c0 + 8, t.nr - c0 - 8 < 8 ? t.nr - c0 - 8 : 8);
 }
 
-// tile_rows_sign's schedule with rows_nonneg_pass (kNonneg) or rows_sign_pass.
-template <bool kNonneg>
+// tile_rows_sign's schedule with rows_nonneg_pass (kNonneg; rows_sign_pass<kOne> when nonneg_flush == 1) or
+// rows_sign_pass.
+template <bool kNonneg, bool kOne = false>
 void tile_rows_exact(const TileArgs& t) {
+  if constexpr (kNonneg && !kOne) {
+    if (t.nonneg_flush == 1) {
+      tile_rows_exact<true, true>(t);
+      return;
+    }
+  }
   for (int c0 = 0; c0 < t.nr; c0 += 16) {
     if (t.nr - c0 <= 8) {  // the last 8 or fewer weight rows: 8 lanes, up to 6 activation rows per pass
       for (int r0 = 0; r0 < t.mr; r0 += 6) {
         switch (t.mr - r0) {
-#define OQ_PASS(R, W) (kNonneg ? rows_nonneg_pass<R, W>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0))
+#define OQ_PASS(R, W)                                                                     \
+  (kOne ? rows_sign_pass<R, W, true>(t, r0, c0)                                             \
+        : (kNonneg ? rows_nonneg_pass<R, W>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0)))
           case 1: OQ_PASS(1, false); break;
           case 2: OQ_PASS(2, false); break;
           case 3: OQ_PASS(3, false); break;
@@ -360,13 +394,23 @@ void tile_any(const TileArgs& t) {
   }
   if constexpr (kCols) {
     if (t.nonneg_flush > 0) {
+      if (t.nonneg_flush == 1) {
+        switch (t.mr) {
+          case 1: tile_nonneg<1, true>(t); return;
+          case 2: tile_nonneg<2, true>(t); return;
+          case 3: tile_nonneg<3, true>(t); return;
+          case 4: tile_nonneg<4, true>(t); return;
+          case 5: tile_nonneg<5, true>(t); return;
+          default: tile_nonneg<6, true>(t); return;
+        }
+      }
       switch (t.mr) {
-        case 1: tile_nonneg<1>(t); return;
-        case 2: tile_nonneg<2>(t); return;
-        case 3: tile_nonneg<3>(t); return;
-        case 4: tile_nonneg<4>(t); return;
-        case 5: tile_nonneg<5>(t); return;
-        default: tile_nonneg<6>(t); return;
+        case 1: tile_nonneg<1, false>(t); return;
+        case 2: tile_nonneg<2, false>(t); return;
+        case 3: tile_nonneg<3, false>(t); return;
+        case 4: tile_nonneg<4, false>(t); return;
+        case 5: tile_nonneg<5, false>(t); return;
+        default: tile_nonneg<6, false>(t); return;
       }
     }
     if (t.no_min) {

@@ -16,6 +16,8 @@ each figure is the median of the samples; `--clock thread` times the calling thr
 slicing on a loaded machine). Ratio = time of ours / time of the peer (< 1: ortquant faster).
 
     PYTHONPATH=python .venv/bin/python bench/bench_convtranspose.py [--samples N] [--clock thread] [--batch 1]
+
+`--act relu` draws the input as a ReLU leaves it (max(0, uniform)), which ortquant's AVX2 engine detects per call.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--clock", choices=["wall", "thread"], default="wall")
     ap.add_argument("--quick", action="store_true", help="3 samples (a smoke test)")
+    ap.add_argument("--act", choices=["signed", "relu"], default="signed", help="input distribution")
     args = ap.parse_args()
     samples = 3 if args.quick else args.samples
     now = time.thread_time if args.clock == "thread" else time.perf_counter
@@ -147,6 +150,8 @@ def main() -> int:
         n = args.batch
         oh = (h - 1) * stride - 2 * pad + k + opad
         x = rng.integers(-128, 128, (n, c, h, h), dtype=np.int8)
+        if args.act == "relu":
+            x = np.maximum(x, 0)
         xu = (x.astype(np.int16) + 128).astype(np.uint8)
         w = rng.integers(-127, 128, (c, m, k, k), dtype=np.int8)  # ConvTranspose layout [C_in, C_out, k, k]
         wf = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])  # the equivalent stride-1 conv kernel

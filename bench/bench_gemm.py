@@ -12,7 +12,10 @@ noise hits every side alike; each figure is the median of the samples. GOPS = 2*
 - ORT MatMulInteger u8 x s8 (MLAS's fast path) and s8 x s8 (MLAS's portable fallback on x86 without VNNI-INT8).
 - The VNNI peak: back-to-back vpdpbusd on 12 accumulators (bench/micro_vnni_peak.cc, thread CPU time), per core.
 
-    PYTHONPATH=python .venv/bin/python bench/bench_gemm.py [--samples N] [--threads 1,2] [--quick]
+    PYTHONPATH=python .venv/bin/python bench/bench_gemm.py [--samples N] [--threads 1,2] [--quick] [--act relu]
+
+Activations are uniform over [-128, 127]; `--act relu` draws them as a ReLU leaves them (max(0, uniform)), which the
+AVX2 engine detects per call and multiplies without the sign step.
 """
 
 from __future__ import annotations
@@ -147,6 +150,7 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--quick", action="store_true", help="two small shapes, few samples (a smoke test)")
     ap.add_argument("--with-min", action="store_true", help="weights in [-128, 127] instead of [-127, 127]")
+    ap.add_argument("--act", choices=["signed", "relu"], default="signed", help="activation distribution")
     args = ap.parse_args()
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
@@ -162,6 +166,8 @@ def main() -> int:
     for m, k, n in shapes:
         ops = 2.0 * m * n * k
         a = rng.integers(-128, 128, (m, k), dtype=np.int8)
+        if args.act == "relu":
+            a = np.maximum(a, 0)
         au = (a.astype(np.int16) + 128).astype(np.uint8)
         # Symmetrically quantized weights ([-127, 127], as linger exports them; --with-min: [-128, 127], which
         # makes the AVX2 engine fall back from its vpmaddubsw kernel to the widening one).

@@ -196,3 +196,26 @@ def test_conv_transpose_core_nonneg_input(kernel, case, bound, rng):
     args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
     got = _C.conv2d(x, wt, None, kind="raw", output_padding=list(op), **args)
     assert_bitexact(got, ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g).astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES[:5])
+def test_conv_transpose_core_power_of_two_ratios(kernel, case, rng):
+    # Ratios 2^-shift take the int32 shift epilogue when sums + bias + rounding fit int32 (shift 0, 1, 30, with
+    # int8/int16/int32 outputs); a bias near 2^31 does not fit, and the float64 epilogue must give the same rule.
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
+    args["output_padding"] = list(op)
+    acc = ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g)
+    for shift, kind, lo, hi, dt in [
+        (0, "int32", -(2**31), 2**31 - 1, np.int32),
+        (1, "int8", -128, 127, np.int8),
+        (7, "int16", -(2**15), 2**15 - 1, np.int16),
+        (30, "int8", -128, 127, np.int8),
+    ]:
+        for bmag in (5000, 2**31 - 1):
+            b = rng.integers(-bmag, bmag, mg * g, endpoint=True).astype(np.int32)
+            got = _C.conv2d(x, wt, b, kind=kind, ratio=2.0**-shift, lo=lo, hi=hi, **args)
+            assert_bitexact(got, _requant(acc, b, 2.0**-shift, lo, hi).astype(dt))

@@ -409,10 +409,33 @@ inline int32_t floor_clamped(double v) {
 
 // One output row of the transposed convolution: the epilogue of store_scalar_wide (same float64 arithmetic, the
 // saturation applied before the floor, which is the same for integer bounds because floor is monotonic) with the
-// output kind chosen once per row instead of per element.
+// output kind chosen once per row instead of per element. shift >= 0 (dw_nhwc_shift: an integer kind with ratio
+// 2^-shift whose sums, bias and rounding stay within int32): the same values in int32 as (sum + bias + half) >> shift,
+// clamped, which the compiler vectorizes; exact because (sum + bias) * 2^-shift + 0.5 is exact in float64.
 template <typename Acc>
-void store_row(const gemm::Epilogue& ep, const Acc* acc, int64_t n, int32_t bias, char* dst) {
+void store_row(const gemm::Epilogue& ep, const Acc* acc, int64_t n, int32_t bias, char* dst, int shift) {
   using gemm::OutKind;
+  if constexpr (std::is_same_v<Acc, int32_t>) {
+    if (shift >= 0) {
+      const int32_t add = bias + (shift > 0 ? int32_t{1} << (shift - 1) : 0);
+      const auto lo32 = static_cast<int32_t>(ep.lo), hi32 = static_cast<int32_t>(ep.hi);
+      auto q_of = [&](int32_t a) {
+        const int32_t v = (a + add) >> shift;
+        return v < lo32 ? lo32 : (v > hi32 ? hi32 : v);
+      };
+      if (ep.kind == OutKind::kInt8) {
+        auto* o = reinterpret_cast<int8_t*>(dst);
+        for (int64_t q = 0; q < n; ++q) o[q] = static_cast<int8_t>(q_of(acc[q]));
+      } else if (ep.kind == OutKind::kInt16) {
+        auto* o = reinterpret_cast<int16_t*>(dst);
+        for (int64_t q = 0; q < n; ++q) o[q] = static_cast<int16_t>(q_of(acc[q]));
+      } else {
+        auto* o = reinterpret_cast<int32_t*>(dst);
+        for (int64_t q = 0; q < n; ++q) o[q] = q_of(acc[q]);
+      }
+      return;
+    }
+  }
   const double b = static_cast<double>(bias);
   switch (ep.kind) {
     case OutKind::kRaw: {
@@ -515,6 +538,8 @@ void ConvTranspose2d::run_acc(const int8_t* x, const Shape& xs, const Epilogue& 
       thread_scratch_as<int32_t>(ScratchSlot::kConvTransposeSums, static_cast<size_t>(mg_ * khw * pin));
   Epilogue raw;
   raw.kind = gemm::OutKind::kRaw;
+  // Each output sums at most cg * kh * kw products of magnitude <= 2^14.
+  const int shift = std::is_same_v<Acc, int32_t> ? dw_nhwc_shift(ep, ep.bias, m, cg * khw) : -1;
   const size_t out_tasks = tasks_for(mg_, khw * pin);
   // int64 scratch either way (its slot's type); an int32 accumulator uses the first half of each task's part.
   int64_t* const acc_all = thread_scratch_as<int64_t>(ScratchSlot::kConvTransposeAcc, out_tasks * static_cast<size_t>(pout));
@@ -594,17 +619,33 @@ void ConvTranspose2d::run_acc(const int8_t* x, const Shape& xs, const Epilogue& 
           const int32_t bias = ep.bias ? ep.bias[ch] : 0;
           char* dst = static_cast<char*>(out) + (b * m + ch) * pout * es;
           if (!phased) {
-            store_row<Acc>(ep, acc, pout, bias, dst);
+            store_row<Acc>(ep, acc, pout, bias, dst, shift);
             continue;
           }
           for (int64_t y = 0; y < oh; ++y) {
             const int64_t ry = y % sh, py = y / sh;
+            int64_t done = 0;  // leading output pixels already interleaved (stride 2: four pairs at a time)
+#if defined(__SSE2__)
+            if constexpr (std::is_same_v<Acc, int32_t>) {
+              if (sw == 2) {
+                const Acc* s0 = acc + plane_base(ry, 0) + py * pw(0);
+                const Acc* s1 = acc + plane_base(ry, 1) + py * pw(1);
+                const int64_t n1 = pw(1);  // <= pw(0)
+                for (; done + 4 <= n1; done += 4) {
+                  const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + done));
+                  const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + done));
+                  _mm_storeu_si128(reinterpret_cast<__m128i*>(rowbuf + 2 * done), _mm_unpacklo_epi32(a, c));
+                  _mm_storeu_si128(reinterpret_cast<__m128i*>(rowbuf + 2 * done + 4), _mm_unpackhi_epi32(a, c));
+                }
+              }
+            }
+#endif
             for (int64_t rx = 0; rx < sw; ++rx) {
               const Acc* src = acc + plane_base(ry, rx) + py * pw(rx);
               const int64_t n_rx = pw(rx);
-              for (int64_t px = 0; px < n_rx; ++px) rowbuf[px * sw + rx] = src[px];
+              for (int64_t px = done; px < n_rx; ++px) rowbuf[px * sw + rx] = src[px];
             }
-            store_row<Acc>(ep, rowbuf, ow, bias, dst + y * ow * es);
+            store_row<Acc>(ep, rowbuf, ow, bias, dst + y * ow * es, shift);
           }
         }
       });

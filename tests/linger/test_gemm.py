@@ -276,3 +276,21 @@ def test_cols_nonneg_activations(kernel, bound, w_fill, m, n, k, rng):
     )
     x[-1, -1] = -1
     assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), ref.linear_acc(x.T, w).T.astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("m,n,k", [(13, 67, 131), (6, 8, 33), (19, 9, 2)])
+def test_power_of_two_ratios(kernel, m, n, k, rng):
+    # Ratios 2^-s take the int32 shift epilogue (gemm::exact_shift) when sums + bias + rounding fit int32, in both
+    # orientations and every integer kind; a bias near 2^31 must fall back to float64 with the same rule.
+    a = int8_data(rng, (m, k), extreme=0.3)
+    w = int8_data(rng, (n, k), extreme=0.3)
+    packed = _C.PackedGemmRows(w)
+    for shift, kind in [(0, "int32"), (1, "int8"), (7, "int16"), (12, "int8"), (30, "int32")]:
+        for bmag in (5000, 2**31 - 1):
+            bias = rng.integers(-bmag, bmag, n, endpoint=True).astype(np.int32)
+            acc = ref.linear_acc(a, w, bias)
+            e = _epilogue(kind, 2.0**-shift)
+            assert_bitexact(packed.run(a, bias, kernel=kernel, **e), _expected(acc, kind, 2.0**-shift))
+            got = _C.gemm_cols(w, np.ascontiguousarray(a.T), bias, kernel=kernel, **e)
+            assert_bitexact(got, _expected(acc, kind, 2.0**-shift).T)

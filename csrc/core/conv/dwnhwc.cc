@@ -31,20 +31,7 @@ int64_t dw_nhwc_scratch(const DwNhwcArgs& d) {
 }
 
 int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps) {
-  using gemm::OutKind;
-  if (ep.kind != OutKind::kInt8 && ep.kind != OutKind::kInt16 && ep.kind != OutKind::kInt32) return -1;
-  int e = 0;
-  if (!(ep.ratio > 0.0) || std::frexp(ep.ratio, &e) != 0.5) return -1;  // ratio = 0.5 * 2^e = 2^(e-1)
-  const int shift = 1 - e;
-  if (shift < 0 || shift > 30) return -1;
-  // The clamp bounds must be integers inside int32 (they are for the o_bits kinds).
-  if (ep.lo != std::floor(ep.lo) || ep.hi != std::floor(ep.hi) || ep.lo < -2147483648.0 || ep.hi > 2147483647.0 ||
-      ep.lo > ep.hi)
-    return -1;
-  int64_t bmax = 0;
-  for (int64_t i = 0; bias != nullptr && i < c; ++i) bmax = std::max<int64_t>(bmax, std::llabs(bias[i]));
-  const int64_t bound = taps * 16384 + bmax + (int64_t{1} << shift);
-  return bound < (int64_t{1} << 31) ? shift : -1;
+  return gemm::exact_shift(ep, bias, c, taps);
 }
 
 void dw_nhwc(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch, gemm::Kernel kernel) {

@@ -70,4 +70,13 @@ inline void store_scalar(const Epilogue& ep, int32_t t, int32_t bias, void* out,
   store_scalar_wide(ep, t, bias, out, idx);
 }
 
+// When the requantization of ep can run in int32 with the same results: an integer kind whose ratio is 2^-shift
+// (0 <= shift <= 30) with integer bounds inside int32, and whose sums (at most `products` products of magnitude
+// <= 2^14 each) plus any of the `nbias` bias values plus the rounding half stay inside int32. Then
+// floor((t + b) * 2^-shift + 0.5) = (t + b + half) >> shift exactly (t + b is an integer far below 2^53, so the
+// float64 product and sum are exact; the arithmetic shift is the floor), and clamping after the shift equals
+// clamping before the floor because the bounds are integers. Returns shift, or -1 (keep the float64 path).
+// linger's luna_quant scales are powers of two, so its ratios scale_o / (scale_x * scale_w) are as well.
+int exact_shift(const Epilogue& ep, const int32_t* bias, int64_t nbias, int64_t products);
+
 }  // namespace ortquant::gemm

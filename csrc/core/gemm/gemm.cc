@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 
 #include "core/cpu.h"
 #include "core/error.h"
@@ -109,6 +111,22 @@ int32_t nonneg_flush(const Epilogue& ep, const PackedWeights& w) {
 }
 }  // namespace
 
+int exact_shift(const Epilogue& ep, const int32_t* bias, int64_t nbias, int64_t products) {
+  if (ep.kind != OutKind::kInt8 && ep.kind != OutKind::kInt16 && ep.kind != OutKind::kInt32) return -1;
+  int e = 0;
+  if (!(ep.ratio > 0.0) || std::frexp(ep.ratio, &e) != 0.5) return -1;  // ratio = 0.5 * 2^e = 2^(e-1)
+  const int shift = 1 - e;
+  if (shift < 0 || shift > 30) return -1;
+  if (ep.lo != std::floor(ep.lo) || ep.hi != std::floor(ep.hi) || ep.lo < -2147483648.0 || ep.hi > 2147483647.0 ||
+      ep.lo > ep.hi)
+    return -1;
+  if (products < 0 || products > (int64_t{1} << 17)) return -1;
+  int64_t bmax = 0;
+  for (int64_t i = 0; bias != nullptr && i < nbias; ++i) bmax = std::max<int64_t>(bmax, std::llabs(bias[i]));
+  const int64_t bound = products * 16384 + bmax + (int64_t{1} << shift);
+  return bound < (int64_t{1} << 31) ? shift : -1;
+}
+
 int32_t proven_x_max(const int8_t* x, int64_t rows, int64_t cols, int64_t ld) {
   constexpr int64_t kBlock = 4096;
   uint8_t all = 0;
@@ -145,6 +163,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
   if (m == 0 || w.n == 0) return;
   const TileFn fn = tile_fn(resolve_kernel(kernel), false);
   const Epilogue ep = with_proven_x_max(ep_in, kernel, a, m, w.k, lda);
+  const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   const int32_t flush = nonneg_flush(ep, w);
   const int64_t kg = w.kgroups;
   const int64_t mt = (m + kMR - 1) / kMR;
@@ -175,6 +194,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
     args.ldc = ldc;
     args.no_min = w.no_min;
     args.nonneg_flush = flush;
+    args.shift = shift;
     // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
     for (int64_t tb = t0; tb < t1; tb += block_tiles) {
       const int64_t te = std::min(t1, tb + block_tiles);
@@ -222,6 +242,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
   const int32_t flush = nonneg_flush(ep, w);
+  const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   uint8_t* const scratch =  // one panel per task
       thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
   par(static_cast<size_t>(tw * tp), [&](size_t task) {
@@ -235,6 +256,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
     args.ldc = ldc;
     args.no_min = w.no_min;
     args.nonneg_flush = flush;
+    args.shift = shift;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
       args.b = source(q, mine);

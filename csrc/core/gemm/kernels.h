@@ -29,6 +29,8 @@ struct TileArgs {
   // From Epilogue::x_max (either orientation): > 0 when every activation is in [0, 127]; the number of k-groups whose
   // vpmaddubsw pair sums (each |.| <= 2 * x_max * max|w|) can be added in int16 without overflow (1: none).
   int32_t nonneg_flush = 0;
+  // exact_shift(*ep, ...) of the call (>= 0: the 8-lane epilogues may requantize in int32; -1: float64).
+  int shift = -1;
 };
 
 using TileFn = void (*)(const TileArgs&);

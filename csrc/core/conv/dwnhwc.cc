@@ -19,12 +19,18 @@ DwNhwcWeights pack_dw_nhwc(const int8_t* w, int64_t c, int64_t kh, int64_t kw) {
     int16_t* blk = p.data.data() + (ch / kDwBlock) * p.pairs * kDwBlock * 2;
     for (int64_t t = 0; t < p.taps; ++t) blk[((t / 2) * kDwBlock + ch % kDwBlock) * 2 + t % 2] = w[ch * p.taps + t];
   }
+  // Slot i of the lane order holds channel kLane[i].
+  static constexpr int kLane[kDwBlock] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+  p.lanes.assign(p.data.size(), 0);
+  for (int64_t q = 0; q < p.blocks * p.pairs; ++q)
+    for (int i = 0; i < kDwBlock; ++i)
+      for (int j = 0; j < 2; ++j) p.lanes[(q * kDwBlock + i) * 2 + j] = p.data[(q * kDwBlock + kLane[i]) * 2 + j];
   return p;
 }
 
 int64_t dw_nhwc_scratch(const DwNhwcArgs& d) {
   int64_t pix = 0, bytes = 0;
-  if (__builtin_mul_overflow(d.hp, d.wp, &pix) || __builtin_mul_overflow(pix, int64_t{kDwBlock}, &bytes) ||
+  if (__builtin_mul_overflow(d.hp, d.wp, &pix) || __builtin_mul_overflow(pix, int64_t{kDwBlock} * 2, &bytes) ||
       bytes > (int64_t{1} << 40))
     return -1;
   return (bytes + 63) / 64 * 64 + kDwBlock * kDwBlock * 4;

@@ -17,10 +17,13 @@ constexpr int kDwBlock = 16;  // channels per block
 
 // Weights [c][kh][kw] packed per block of 16 channels as int16 pairs of consecutive taps:
 // [block][pair q][16 channels][2] (taps 2q and 2q+1; a missing last tap and missing channels are 0).
+// `lanes`: the same values with each pair's 16 channels in the order 0-3, 8-11, 4-7, 12-15, the channel order of
+// vpunpck{l,h}wd on a ymm of 16 int16 channels (the AVX2 kernel's accumulators).
 struct DwNhwcWeights {
   int64_t c = 0, taps = 0, pairs = 0, blocks = 0;
-  std::vector<int16_t> data;
+  std::vector<int16_t> data, lanes;
   const int16_t* block(int64_t b) const { return data.data() + b * pairs * kDwBlock * 2; }
+  const int16_t* block_lanes(int64_t b) const { return lanes.data() + b * pairs * kDwBlock * 2; }
 };
 DwNhwcWeights pack_dw_nhwc(const int8_t* w, int64_t c, int64_t kh, int64_t kw);
 
@@ -41,7 +44,8 @@ struct DwNhwcArgs {
 };
 // The shift of d (see DwNhwcArgs::shift) for epilogue ep and bias (c values or null), or -1.
 int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps);
-// Bytes of scratch one task needs (the padded block and a 16 x 16 output tile); -1 when it would overflow.
+// Bytes of scratch one task needs (the padded block, int16 on the AVX2 path, and a 16 x 16 output tile); -1 when it
+// would overflow.
 int64_t dw_nhwc_scratch(const DwNhwcArgs& d);
 // Tasks [t0, t1) of n * blocks (task = image * blocks + block); scratch: dw_nhwc_scratch() bytes, 64-aligned.
 void dw_nhwc(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch, gemm::Kernel kernel);

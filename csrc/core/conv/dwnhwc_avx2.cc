@@ -1,8 +1,11 @@
 // The channels-last depthwise convolution, AVX2 (dwnhwc.h; flags chosen by this file's name in CMakeLists.txt).
-// Per task: the padded NHWC block by 16 x 16 byte transposes, then per output pixel and pair of taps one
-// vpunpck{l,h}bw of the two taps' 16 channels, two vpmovsxbw and two vpmaddwd into 2 x 8 int32 accumulators, the
-// ymm epilogue of the GEMM (epilogue_avx2.inc, the same float64 arithmetic as the scalar store) into a 16-pixel
-// tile, and the tile transposed into the NCHW output (16 consecutive output pixels of a plane are contiguous).
+// Per task: the padded NHWC block by 16 x 16 byte transposes, sign-extended once to int16 (32 bytes a pixel), then
+// per output pixel and pair of taps one vpunpck{l,h}wd of the two taps' 16 channels and two vpmaddwd into 2 x 8
+// int32 accumulators (channels in vpunpck's lane order 0-3 8-11 | 4-7 12-15, which the weights' `lanes` copy
+// follows and the saturating packs of the epilogue undo), the ymm epilogue of the GEMM (epilogue_avx2.inc, the
+// same float64 arithmetic as the scalar store) into a 16-pixel tile, and the tile transposed into the NCHW output
+// (16 consecutive output pixels of a plane are contiguous). Widening each input pixel once instead of once per tap
+// cuts the shuffles per tap pair from 4 to 2.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -45,21 +48,25 @@ inline void transpose16(__m128i (&r)[16]) {
   }
 }
 
-// The zero-padded NHWC block of channels [c0, c0 + 16) of image img.
-void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int8_t* buf) {
+// The zero-padded NHWC block of channels [c0, c0 + 16) of image img, as int16 (16 channels = 32 bytes a pixel).
+void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int16_t* buf) {
   const ConvAttrs& a = d.a;
-  const int64_t row = d.wp * kDwBlock;
-  if (a.pt > 0) std::memset(buf, 0, static_cast<size_t>(a.pt * row));
-  if (a.pb > 0) std::memset(buf + (a.pt + d.h) * row, 0, static_cast<size_t>(a.pb * row));
+  const int64_t row = d.wp * kDwBlock;  // elements
+  if (a.pt > 0) std::memset(buf, 0, static_cast<size_t>(a.pt * row) * 2);
+  if (a.pb > 0) std::memset(buf + (a.pt + d.h) * row, 0, static_cast<size_t>(a.pb * row) * 2);
   const int64_t nc = std::min<int64_t>(kDwBlock, d.c - c0);
   const int8_t* src = d.x + (img * d.c + c0) * d.h * d.w;
   const int64_t plane = d.h * d.w;
+  const __m256i zero = _mm256_setzero_si256();
+  auto put = [](int16_t* px, __m128i v) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(px), _mm256_cvtepi8_epi16(v));
+  };
   for (int64_t y = 0; y < d.h; ++y) {
-    int8_t* dst = buf + (y + a.pt) * row;
-    // The left and right padding pixels (a few 16-byte stores; no memset call per row).
-    for (int64_t p = 0; p < a.pl; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + p * kDwBlock), _mm_setzero_si128());
+    int16_t* dst = buf + (y + a.pt) * row;
+    // The left and right padding pixels (a few 32-byte stores; no memset call per row).
+    for (int64_t p = 0; p < a.pl; ++p) _mm256_store_si256(reinterpret_cast<__m256i*>(dst + p * kDwBlock), zero);
     for (int64_t p = a.pl + d.w; p < d.wp; ++p)
-      _mm_store_si128(reinterpret_cast<__m128i*>(dst + p * kDwBlock), _mm_setzero_si128());
+      _mm256_store_si256(reinterpret_cast<__m256i*>(dst + p * kDwBlock), zero);
     dst += a.pl * kDwBlock;
     const int8_t* s = src + y * d.w;
     int64_t x = 0;
@@ -68,7 +75,7 @@ void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int8_t* buf) {
       for (int ch = 0; ch < 16; ++ch)
         r[ch] = ch < nc ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + ch * plane + x)) : _mm_setzero_si128();
       transpose16(r);
-      for (int p = 0; p < 16; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + (x + p) * kDwBlock), r[p]);
+      for (int p = 0; p < 16; ++p) put(dst + (x + p) * kDwBlock, r[p]);
     }
     if (x < d.w && d.w >= 16) {  // the last 16 columns again, overlapping (same values)
       x = d.w - 16;
@@ -76,7 +83,7 @@ void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int8_t* buf) {
       for (int ch = 0; ch < 16; ++ch)
         r[ch] = ch < nc ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + ch * plane + x)) : _mm_setzero_si128();
       transpose16(r);
-      for (int p = 0; p < 16; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + (x + p) * kDwBlock), r[p]);
+      for (int p = 0; p < 16; ++p) put(dst + (x + p) * kDwBlock, r[p]);
       x = d.w;
     }
     if (x < d.w) {  // a row narrower than 16: through a zero-padded copy
@@ -85,7 +92,7 @@ void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int8_t* buf) {
       __m128i r[16];
       for (int ch = 0; ch < 16; ++ch) r[ch] = _mm_load_si128(reinterpret_cast<const __m128i*>(tmp[ch]));
       transpose16(r);
-      for (int64_t p = 0; p < d.w; ++p) _mm_store_si128(reinterpret_cast<__m128i*>(dst + p * kDwBlock), r[p]);
+      for (int64_t p = 0; p < d.w; ++p) put(dst + p * kDwBlock, r[p]);
     }
   }
 }
@@ -109,30 +116,33 @@ inline void store_tile(const char* tile, int64_t np, int64_t nc, char* out, int6
   }
 }
 
+// Slot i of the accumulators' lane order holds channel kLane[i] (DwNhwcWeights::lanes).
+constexpr int kLane[kDwBlock] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
+
 template <OutKind K, int P>
-void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int8_t* buf, char* tile) {
+void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int16_t* buf, char* tile) {
   constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
   const ConvAttrs& a = d.a;
   const int64_t c0 = blk * kDwBlock, nc = std::min<int64_t>(kDwBlock, d.c - c0);
   const int64_t pairs = P > 0 ? P : d.wts->pairs;
   build_block(d, img, c0, buf);
-  const __m256i* wv = reinterpret_cast<const __m256i*>(d.wts->block(blk));  // [pair][2] ymm
+  const __m256i* wv = reinterpret_cast<const __m256i*>(d.wts->block_lanes(blk));  // [pair][2] ymm, lane order
   const Epilogue& ep = *d.ep;
   const Consts8 cst(ep);
   const bool divide = ep.fdiv != 0.0;
-  __m256d bias[4];
+  __m256d bias[4];  // natural channel order (the float64 epilogue runs on re-ordered sums)
   {
     alignas(32) double b[16] = {};
     for (int64_t ch = 0; ch < nc; ++ch) b[ch] = ep.bias ? static_cast<double>(ep.bias[c0 + ch]) : 0.0;
     for (int i = 0; i < 4; ++i) bias[i] = _mm256_load_pd(b + 4 * i);
   }
-  // The integer epilogue (d.shift >= 0): bias + rounding half folded into one vector per 8 channels.
+  // The integer epilogue (d.shift >= 0): bias + rounding half folded into one vector per 8 lanes, lane order.
   const int shift = d.shift;
   __m256i ibias0 = _mm256_setzero_si256(), ibias1 = ibias0, ilo = ibias0, ihi = ibias0;
   if (shift >= 0) {
     alignas(32) int32_t b[16] = {};
     const int32_t half = shift > 0 ? int32_t{1} << (shift - 1) : 0;
-    for (int64_t ch = 0; ch < kDwBlock; ++ch) b[ch] = (ep.bias && ch < nc ? ep.bias[c0 + ch] : 0) + half;
+    for (int i = 0; i < kDwBlock; ++i) b[i] = (ep.bias && kLane[i] < nc ? ep.bias[c0 + kLane[i]] : 0) + half;
     ibias0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
     ibias1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 8));
     ilo = _mm256_set1_epi32(static_cast<int32_t>(ep.lo));
@@ -145,15 +155,13 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int8_t* buf, char* til
   for (int64_t p0 = 0; p0 < npix; p0 += 16) {
     const int64_t np = std::min<int64_t>(16, npix - p0);
     for (int64_t p = 0; p < np; ++p) {
-      const int8_t* base = buf + (oy * a.sh * d.wp + ox * a.sw) * kDwBlock;
-      __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+      const int16_t* base = buf + (oy * a.sh * d.wp + ox * a.sw) * kDwBlock;
+      __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();  // lanes 0-3 8-11 | 4-7 12-15
       for (int64_t q = 0; q < pairs; ++q) {
-        const __m128i xa = _mm_load_si128(reinterpret_cast<const __m128i*>(base + off[2 * q]));
-        const __m128i xb = _mm_load_si128(reinterpret_cast<const __m128i*>(base + off[2 * q + 1]));
-        const __m256i lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(xa, xb));
-        const __m256i hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(xa, xb));
-        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(lo, _mm256_loadu_si256(wv + 2 * q)));
-        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(hi, _mm256_loadu_si256(wv + 2 * q + 1)));
+        const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + off[2 * q]));
+        const __m256i xb = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + off[2 * q + 1]));
+        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_unpacklo_epi16(xa, xb), _mm256_load_si256(wv + 2 * q)));
+        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_unpackhi_epi16(xa, xb), _mm256_load_si256(wv + 2 * q + 1)));
       }
       char* tp = tile + p * kDwBlock * es;
       if constexpr (K == OutKind::kInt8 || K == OutKind::kInt16 || K == OutKind::kInt32) {
@@ -164,11 +172,12 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int8_t* buf, char* til
           q0 = _mm256_min_epi32(_mm256_max_epi32(q0, ilo), ihi);
           q1 = _mm256_min_epi32(_mm256_max_epi32(q1, ilo), ihi);
           if constexpr (K == OutKind::kInt32) {
-            _mm256_store_si256(reinterpret_cast<__m256i*>(tp), q0);
-            _mm256_store_si256(reinterpret_cast<__m256i*>(tp + 32), q1);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tp), _mm256_permute2x128_si256(q0, q1, 0x20));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(tp + 32), _mm256_permute2x128_si256(q0, q1, 0x31));
           } else {
-            // In range already, so the saturating packs are exact; packs interleave 128-bit lanes.
-            const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+            // In range already, so the saturating packs are exact; packs works per 128-bit lane, which puts the
+            // lane order back into channel order 0-7 | 8-15.
+            const __m256i w16 = _mm256_packs_epi32(q0, q1);
             if constexpr (K == OutKind::kInt16) {
               _mm256_store_si256(reinterpret_cast<__m256i*>(tp), w16);
             } else {
@@ -180,8 +189,10 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int8_t* buf, char* til
           continue;
         }
       }
-      store8<K>(cst, divide, acc0, bias[0], bias[1], tp, 8);
-      store8<K>(cst, divide, acc1, bias[2], bias[3], tp + 8 * es, 8);
+      const __m256i n0 = _mm256_permute2x128_si256(acc0, acc1, 0x20);  // channels 0-7
+      const __m256i n1 = _mm256_permute2x128_si256(acc0, acc1, 0x31);  // channels 8-15
+      store8<K>(cst, divide, n0, bias[0], bias[1], tp, 8);
+      store8<K>(cst, divide, n1, bias[2], bias[3], tp + 8 * es, 8);
       if (++ox == d.ow) ox = 0, ++oy;
     }
     store_tile<K>(tile, np, nc, out + p0 * es, npix);
@@ -191,8 +202,8 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int8_t* buf, char* til
 template <OutKind K>
 void tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
   const int64_t blocks = d.wts->blocks;
-  int8_t* buf = scratch;
-  char* tile = reinterpret_cast<char*>(scratch) + (d.hp * d.wp * kDwBlock + 63) / 64 * 64;
+  auto* buf = reinterpret_cast<int16_t*>(scratch);
+  char* tile = reinterpret_cast<char*>(scratch) + (d.hp * d.wp * kDwBlock * 2 + 63) / 64 * 64;
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t img = t / blocks, blk = t % blocks;
     switch (d.wts->pairs) {

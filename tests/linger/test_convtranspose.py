@@ -112,17 +112,22 @@ def _requant(acc: np.ndarray, bias: np.ndarray, ratio: float, lo: int, hi: int) 
     return np.clip(np.floor(v * ratio + 0.5), lo, hi)
 
 
+def _random_case(case: tuple, kernel: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict, np.ndarray]:
+    """Input, weights (30% extremes), _C.conv2d arguments and the exact int64 sums of one transposed case."""
+    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)
+    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
+    args["output_padding"] = list(op)
+    return x, wt, args, ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g)
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("case", CASES[:5])
 def test_conv_transpose_core_every_output_kind(kernel, case, rng):
     # int16, int32 and raw outputs (the row epilogue's other branches), against the int64 reference sums.
-    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
-    x = int8_data(rng, (n, c, h, w), extreme=0.3)
-    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
-    b = rng.integers(-5000, 5000, mg * g).astype(np.int32)
-    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
-    args["output_padding"] = list(op)
-    acc = ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g)
+    x, wt, args, acc = _random_case(case, kernel, rng)
+    b = rng.integers(-5000, 5000, acc.shape[1]).astype(np.int32)
     got = _C.conv2d(x, wt, b, kind="int16", ratio=0.37, lo=-(2**15), hi=2**15 - 1, **args)
     assert got.dtype == np.int16
     assert_bitexact(got, _requant(acc, b, 0.37, -(2**15), 2**15 - 1).astype(np.int16))
@@ -203,12 +208,7 @@ def test_conv_transpose_core_nonneg_input(kernel, case, bound, rng):
 def test_conv_transpose_core_power_of_two_ratios(kernel, case, rng):
     # Ratios 2^-shift take the int32 shift epilogue when sums + bias + rounding fit int32 (shift 0, 1, 30, with
     # int8/int16/int32 outputs); a bias near 2^31 does not fit, and the float64 epilogue must give the same rule.
-    n, c, h, w, mg, kh, kw, s, p, d, op, g = case
-    x = int8_data(rng, (n, c, h, w), extreme=0.3)
-    wt = int8_data(rng, (c, mg, kh, kw), extreme=0.3)
-    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, transposed=True)
-    args["output_padding"] = list(op)
-    acc = ref.conv_transpose2d_acc(x, wt, None, s, p, d, op, g)
+    x, wt, args, acc = _random_case(case, kernel, rng)
     for shift, kind, lo, hi, dt in [
         (0, "int32", -(2**31), 2**31 - 1, np.int32),
         (1, "int8", -128, 127, np.int8),
@@ -216,6 +216,6 @@ def test_conv_transpose_core_power_of_two_ratios(kernel, case, rng):
         (30, "int8", -128, 127, np.int8),
     ]:
         for bmag in (5000, 2**31 - 1):
-            b = rng.integers(-bmag, bmag, mg * g, endpoint=True).astype(np.int32)
+            b = rng.integers(-bmag, bmag, acc.shape[1], endpoint=True).astype(np.int32)
             got = _C.conv2d(x, wt, b, kind=kind, ratio=2.0**-shift, lo=lo, hi=hi, **args)
             assert_bitexact(got, _requant(acc, b, 2.0**-shift, lo, hi).astype(dt))

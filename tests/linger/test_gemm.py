@@ -250,32 +250,23 @@ def _nonneg_operands(rng, shape_x, shape_w, bound, w_fill):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("bound", NONNEG_BOUNDS)
 @pytest.mark.parametrize("w_fill", [None, -128, 127])
-@pytest.mark.parametrize("m,n,k", [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (1, 1024, 1024)])
-def test_rows_nonneg_activations(kernel, bound, w_fill, m, n, k, rng):
+@pytest.mark.parametrize("m,n,k", [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (1, 1024, 1024), (64, 100, 36)])
+def test_nonneg_activations(kernel, bound, w_fill, m, n, k, rng):
+    # Both orientations: a [m, k] times W [n, k] (rows), and W times columns a^T (the convolutions' orientation).
     a, w = _nonneg_operands(rng, (m, k), (n, k), bound, w_fill)
     assert _C.gemm_proven_x_max(a) == bound
     acc = ref.linear_acc(a, w)
     packed = _C.PackedGemmRows(w)
     assert_bitexact(packed.run(a, kind="raw", kernel=kernel), acc.astype(np.int32))
     assert_bitexact(packed.run(a, kind="int8", ratio=2.0**-10, kernel=kernel), _expected(acc, "int8", 2.0**-10))
+    cols = np.ascontiguousarray(a.T)
+    assert_bitexact(_C.gemm_cols(w, cols, kind="raw", kernel=kernel), acc.T.astype(np.int32))
+    e16 = dict(kind="int16", ratio=2.0**-3, lo=-32768.0, hi=32767.0)
+    assert_bitexact(_C.gemm_cols(w, cols, kernel=kernel, **e16), _expected(acc, "int16", 2.0**-3).T)
     a[-1, -1] = -1  # one negative value: the sign (or widening) kernel, still exact
-    assert_bitexact(packed.run(a, kind="raw", kernel=kernel), ref.linear_acc(a, w).astype(np.int32))
-
-
-@pytest.mark.parametrize("kernel", KERNELS)
-@pytest.mark.parametrize("bound", NONNEG_BOUNDS)
-@pytest.mark.parametrize("w_fill", [None, -128, 127])
-@pytest.mark.parametrize("m,n,k", [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (64, 100, 36)])
-def test_cols_nonneg_activations(kernel, bound, w_fill, m, n, k, rng):
-    x, w = _nonneg_operands(rng, (k, n), (m, k), bound, w_fill)
-    acc = ref.linear_acc(x.T, w).T
-    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
-    assert_bitexact(
-        _C.gemm_cols(w, x, kind="int16", ratio=2.0**-3, lo=-32768.0, hi=32767.0, kernel=kernel),
-        _expected(acc, "int16", 2.0**-3),
-    )
-    x[-1, -1] = -1
-    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), ref.linear_acc(x.T, w).T.astype(np.int32))
+    acc = ref.linear_acc(a, w)
+    assert_bitexact(packed.run(a, kind="raw", kernel=kernel), acc.astype(np.int32))
+    assert_bitexact(_C.gemm_cols(w, np.ascontiguousarray(a.T), kind="raw", kernel=kernel), acc.T.astype(np.int32))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)

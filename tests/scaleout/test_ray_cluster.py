@@ -110,13 +110,21 @@ class _Probe(ortquant.ray.Predictor):
 
 def test_two_workers_match_the_single_process_result_in_order(cluster, reference):
     t0 = time.perf_counter()
-    out = _dataset().map_batches(
-        _Probe,
-        fn_constructor_kwargs={"model": str(MODEL)},
-        concurrency=2,
-        batch_size=BATCH,
-        num_cpus=1,
-        batch_format="numpy",
+    # The input blocks are made first, so that all of them are waiting when the two workers start: Ray gives each
+    # block to the least busy worker, so the first two go to different workers. Streamed from one input task
+    # instead, a block could arrive only after the previous one was done, and with a model faster than the input
+    # task one worker took every block (both idle at each arrival: the tie goes to the same worker).
+    out = (
+        _dataset()
+        .materialize()
+        .map_batches(
+            _Probe,
+            fn_constructor_kwargs={"model": str(MODEL)},
+            concurrency=2,
+            batch_size=BATCH,
+            num_cpus=1,
+            batch_format="numpy",
+        )
     )
     rows = out.take_all()
     seconds = time.perf_counter() - t0

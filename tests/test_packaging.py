@@ -325,20 +325,98 @@ def test_wheel_in_a_venv_without_onnxruntime(tmp_path):
     assert r.stdout.strip().startswith(str(venv)), r.stdout
 
 
-def test_register_warns_below_the_oldest_tested_onnxruntime(monkeypatch):
+def test_register_refuses_below_the_oldest_tested_onnxruntime(monkeypatch):
     import onnxruntime
 
     from ortquant import _library
 
+    so = onnxruntime.SessionOptions()
     monkeypatch.setattr(onnxruntime, "__version__", "1.18.1")
-    _library._check_onnxruntime_version.cache_clear()
+    with pytest.raises(
+        RuntimeError, match=r"needs onnxruntime >= " + re.escape(LOWEST) + r".* runs onnxruntime 1\.18\.1"
+    ):
+        ortquant.register(so)
+    assert not _library._is_registered(so)  # nothing was added to the options
+    monkeypatch.setattr(onnxruntime, "__version__", LOWEST)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ortquant.register(so)
+    assert _library._is_registered(so)
+
+
+# ---- what the package offers beyond sessions ----------------------------------------------------------------
+
+
+def test_version_is_the_release_of_pyproject_and_changelog():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert ortquant.__version__ == project["version"]
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## {re.escape(ortquant.__version__)}\b", changelog, re.M), "CHANGELOG.md has no entry"
+
+
+def test_license_file_is_apache_2_and_shipped():
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    assert pyproject["project"]["license-files"] == ["LICENSE"]
+
+
+def test_license_is_in_the_sdist_and_the_wheel_metadata(tmp_path):
+    """What scikit-build-core puts into the sdist and the wheel's .dist-info (no compiler involved)."""
+    pytest.importorskip("scikit_build_core")
+    import tarfile
+
+    code = (
+        "import sys, scikit_build_core.build as b\n"
+        "sdist = b.build_sdist(sys.argv[1])\n"
+        "print('RESULT', sdist, b.prepare_metadata_for_build_wheel(sys.argv[1]))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    (line,) = [s for s in r.stdout.splitlines() if s.startswith("RESULT ")]
+    sdist_name, dist_info = line.split()[1:]
+    with tarfile.open(tmp_path / sdist_name) as tar:
+        top = sdist_name.removesuffix(".tar.gz")
+        member = tar.extractfile(f"{top}/LICENSE")
+        assert member is not None and member.read() == (ROOT / "LICENSE").read_bytes()
+    assert (tmp_path / dist_info / "licenses" / "LICENSE").read_bytes() == (ROOT / "LICENSE").read_bytes()
+    metadata = (tmp_path / dist_info / "METADATA").read_text()
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
+
+
+def test_get_library_path_is_library_path():
+    assert ortquant.get_library_path() == ortquant.library_path()
+    assert "get_library_path" in ortquant.__all__
+
+
+def test_ray_module_is_an_attribute_after_plain_import():
+    """README's Ray snippet: ``ortquant.ray.Predictor`` after ``import ortquant``, without importing Ray."""
+    out = _ok("import sys, ortquant\nprint(ortquant.ray.Predictor.__name__, 'ray' in sys.modules)")
+    assert out.split() == ["Predictor", "False"], out
+
+
+def test_set_isa_refuses_a_path_this_cpu_lacks():
+    from ortquant import kernels
+
+    supported = kernels.supported_isas()
+    assert supported[0] == "scalar" and supported[-1] == kernels.detected_isa()
+    missing = [i for i in kernels.ISAS if i not in supported]
+    if not missing:
+        pytest.skip("this CPU runs every kernel path")
+    before = kernels.active_isa()
+    for isa in missing:
+        with pytest.raises(ValueError, match=f"cannot run the {isa} path"):
+            kernels.set_isa(isa)
+        assert kernels.active_isa() == before  # nothing changed
+    with pytest.raises(ValueError, match="unknown ISA 'sse9'"):
+        kernels.set_isa("sse9")
     try:
-        with pytest.warns(RuntimeWarning, match=r"1\.18\.1 is older than " + re.escape(LOWEST)):
-            _library._check_onnxruntime_version()
-        monkeypatch.setattr(onnxruntime, "__version__", LOWEST)
-        _library._check_onnxruntime_version.cache_clear()
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            _library._check_onnxruntime_version()
+        for isa in supported:
+            kernels.set_isa(isa.upper())
+            assert kernels.active_isa() == isa
     finally:
-        _library._check_onnxruntime_version.cache_clear()
+        kernels.set_isa("")
+    assert kernels.active_isa() == before

@@ -22,18 +22,20 @@ import importlib.util
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from ortquant._library import library_path, native_version, register, supported_ops
+from ortquant._library import get_library_path, library_path, native_version, register, supported_ops
 from ortquant._session import InferenceSession, prepare_model
 from ortquant.schemas import register_schemas
 
 if TYPE_CHECKING:  # loaded lazily by __getattr__
-    from ortquant import kernels, reference, transforms  # noqa: F401
+    from ortquant import kernels, ray, reference, transforms  # noqa: F401
 
+# The release; pyproject.toml's [project] version and CHANGELOG.md say the same (tests/test_packaging.py checks it).
 __version__ = "0.1.0"
 
 __all__ = [
     "InferenceSession",
     "__version__",
+    "get_library_path",
     "library_path",
     "native_version",
     "prepare_model",
@@ -43,8 +45,9 @@ __all__ = [
 ]
 
 # Submodules reachable as attributes of the package without importing them up front (``ortquant.kernels``
-# loads the native _C module; most users never need it).
-_LAZY_SUBMODULES = frozenset({"kernels", "reference", "transforms", "cli"})
+# loads the native _C module; most users never need it; ``ortquant.ray`` imports Ray only when it asks Ray
+# something, so reaching it never imports Ray).
+_LAZY_SUBMODULES = frozenset({"kernels", "ray", "reference", "transforms", "cli"})
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,6 @@ import ctypes
 import functools
 import os
 import re
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +20,8 @@ ONNXRUNTIME_MISSING = (
 
 
 # The oldest onnxruntime the conformance tests pass with (tools/ort_matrix.txt, README "Supported onnxruntime
-# versions"). Older releases down to 1.17 load the library but fail some conformance cases (IR 10 models on 1.17,
-# the output types of o_bits ops and FloatQuant's signed zeros on 1.18).
+# versions"). Older releases fail some conformance cases (IR 10 models on 1.17, the output types of o_bits ops and
+# FloatQuant's signed zeros on 1.18); the native library refuses to register on them.
 OLDEST_ONNXRUNTIME = "1.19.0"
 
 
@@ -59,6 +58,11 @@ def library_path() -> str:
     return str(path)
 
 
+def get_library_path() -> str:
+    """Same as :func:`library_path` (the name onnxruntime-extensions uses for its op library)."""
+    return library_path()
+
+
 # Session config key that marks options ortquant was registered on. onnxruntime.SessionOptions takes no Python
 # attributes, and the mark must live in the options themselves; onnxruntime ignores keys it does not know.
 _REGISTERED_KEY = "ortquant.registered"
@@ -74,7 +78,8 @@ def _is_registered(session_options: Any) -> bool:
 def register(session_options: Any) -> Any:
     """Register ortquant's ops on an ``onnxruntime.SessionOptions`` and return it.
 
-    Registering twice on the same options object is a no-op, also when the first registration was the plain
+    Raises ``RuntimeError`` on an onnxruntime older than the oldest supported release (1.19.0), naming both
+    versions. Registering twice on the same options object is a no-op, also when the first registration was the plain
     ``session_options.register_custom_ops_library(ortquant.library_path())`` (onnxruntime itself would fail at
     session creation with "Domain already set in registry"): the native library marks the options it added its
     domains to with the session config entry ``ortquant.registered`` and skips marked options.
@@ -88,17 +93,17 @@ def register(session_options: Any) -> Any:
     return session_options
 
 
-@functools.cache
 def _check_onnxruntime_version() -> None:
     import onnxruntime
 
     version = getattr(onnxruntime, "__version__", "")
     if version and _version_tuple(version) < _version_tuple(OLDEST_ONNXRUNTIME):
-        warnings.warn(
-            f"onnxruntime {version} is older than {OLDEST_ONNXRUNTIME}, the oldest release ortquant is tested with: "
-            "some models will fail to load or give different results; upgrade onnxruntime",
-            RuntimeWarning,
-            stacklevel=3,
+        # The native library refuses these releases too (RegisterCustomOps returns an error status); saying it
+        # here gives Python users one plain line instead of onnxruntime's wrapped status.
+        raise RuntimeError(
+            f"ortquant needs onnxruntime >= {OLDEST_ONNXRUNTIME}; this process runs onnxruntime {version} "
+            f"(at {getattr(onnxruntime, '__file__', '?')}): upgrade it, e.g. "
+            f"pip install 'onnxruntime>={OLDEST_ONNXRUNTIME}'"
         )
 
 

@@ -12,7 +12,33 @@ from ortquant import _C
 
 detected_isa = _C.detected_isa
 active_isa = _C.active_isa
-set_isa = _C.set_isa
+
+# The kernel paths, from the least to the most capable; a path needs every feature of the ones before it.
+ISAS = ("scalar", "avx2", "avx512", "avx512vnni")
+
+
+def supported_isas() -> list[str]:
+    """The kernel paths this CPU can run, scalar first (``set_isa`` accepts exactly these, and ``""``)."""
+    return list(ISAS[: ISAS.index(detected_isa()) + 1])
+
+
+def set_isa(name: str) -> None:
+    """Run the kernels on path ``name`` (one of :func:`supported_isas`) in this process; ``""`` restores the
+    automatic choice (the best path the CPU has, lowered by ``ORTQUANT_ISA`` in the environment).
+
+    Raises ``ValueError`` for an unknown name and for a path this CPU lacks (e.g. ``"avx512"`` on an AVX2-only
+    CPU), instead of running another path than the one asked for.
+    """
+    if name:
+        key = name.lower()
+        if key not in ISAS:
+            raise ValueError(f"unknown ISA {name!r}; one of: {', '.join(ISAS)} (or '' for the automatic choice)")
+        if key not in supported_isas():
+            raise ValueError(
+                f"this CPU cannot run the {key} path (it supports: {', '.join(supported_isas())}); "
+                "pick one of those, or '' for the best one"
+            )
+    _C.set_isa(name)
 
 
 def _float(a: np.ndarray | float) -> np.ndarray:

@@ -17,7 +17,7 @@ from ortquant import kernels
 from ortquant.reference import integer as ref
 from ortquant.reference.qonnx import ROUNDING_MODES
 
-ISAS = ["scalar", "avx2", "avx512"]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
 GEMM_KERNELS = ["scalar", "avx2", "avxvnni", "avx512vnni"]
 
 

@@ -14,7 +14,7 @@ import ortquant
 from conftest import ORT_ERRORS, assert_bitexact, run_model
 from ortquant import kernels
 
-ISAS = ["scalar", "avx2", "avx512", "avx512vnni"]  # also selects the GEMM kernel (scalar, AVX2, AVX-VNNI, VNNI-512)
+ISAS = kernels.supported_isas()  # also selects the GEMM kernel (scalar, AVX2, AVX-VNNI, VNNI-512)
 NAMES = ["GRUInt", "GRUInt_Is8_Is64", "GRUInt_Is8_Is64_If32"]
 
 

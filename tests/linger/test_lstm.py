@@ -16,7 +16,7 @@ from conftest import ORT_ERRORS, assert_bitexact, make_node_model, run_model
 from ortquant import kernels
 from ortquant.reference import linger_rnn as ref
 
-ISAS = ["scalar", "avx2", "avx512", "avx512vnni"]  # also selects the GEMM kernel (scalar, AVX2, AVX-VNNI, VNNI-512)
+ISAS = kernels.supported_isas()  # also selects the GEMM kernel (scalar, AVX2, AVX-VNNI, VNNI-512)
 NAMES = ["LSTMInt", "LSTMInt_Is8_Is64", "LSTMInt_Is8_Is64_If32_If32"]
 
 

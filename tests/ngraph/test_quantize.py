@@ -19,7 +19,7 @@ from ortquant.reference import ngraph as ref
 DOMAIN = "ngraph"
 MODES = list(ref.ROUND_MODES)
 QTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32]
-ISAS = ["scalar", "avx2", "avx512"]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
 
 # Quotients that probe rounding, saturation and the reference kernel's float quirks.
 SPECIAL_Q = np.array(

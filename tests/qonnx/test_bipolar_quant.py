@@ -12,7 +12,7 @@ from ortquant import kernels
 from ortquant.reference import qonnx_elementwise as ref
 
 DOMAINS = ["qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"]
-ISAS = ["scalar", "avx2", "avx512"]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
 SPECIAL_SCALES = np.array([0.25, 1.0, 0.0, -0.0, -0.5, np.inf, -np.inf, np.nan, 1e-45, 3e38], np.float32)
 
 

@@ -34,7 +34,7 @@ needs_qonnx = pytest.mark.skipif(not HAVE_QONNX, reason="qonnx not installed")
 F16 = np.float16
 F32 = np.float32
 DOMAIN = "qonnx.custom_op.general"
-ISAS = ["scalar", "avx2", "avx512"]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
 MODES = ["ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"]
 FLOAT16 = TensorProto.FLOAT16
 

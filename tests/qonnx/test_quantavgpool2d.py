@@ -14,7 +14,7 @@ from ortquant import kernels
 from ortquant.reference import qonnx_structural as ref
 
 DOMAINS = ["qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"]
-ISAS = ["scalar", "avx2", "avx512"]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
 OP = "QuantAvgPool2d"
 
 # (NCHW input shape, kernel, stride, ibits, obits)

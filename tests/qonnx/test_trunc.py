@@ -20,7 +20,7 @@ from ortquant.reference.qonnx import ROUNDING_MODES
 DOMAINS = ["qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"]
 MODES = list(ROUNDING_MODES)
 QONNX_MODES = ["ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"]
-ISAS = ["scalar", "avx2", "avx512"]
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
 F32 = np.float32
 
 

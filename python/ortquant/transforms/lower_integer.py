@@ -37,7 +37,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, copy_model
+from ortquant.transforms import _read
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, copy_model
 
 DOMAIN = "ortquant.integer"
 LAYER_OPS = ("Conv", "MatMul", "Gemm")
@@ -45,6 +46,9 @@ _QUANT = ("Quant", "IntQuant")
 # Per-tensor quantization commutes with these: Reshape/Flatten move elements, and MaxPool takes a maximum, which a
 # monotone non-decreasing quantizer preserves (max(Q(x)) = Q(max(x)); MaxPool pads with -inf, never selected).
 _PASS_THROUGH = ("Reshape", "Flatten", "MaxPool")
+_ROUNDING_MODES = ("ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "ROUND_TO_ZERO", "HALF_UP", "HALF_DOWN")
+# Element types the float Quant takes for its bit width (docs/ops.md); integer mode reads float32 and int32 ones.
+_BITS_DTYPES = (np.float32, np.int32)
 MAX_K = 131071  # the engine's longest exact reduction (core/gemm/pack.h kMaxK)
 FLOAT_EXACT_LIMIT = 1 << 24  # integers up to this magnitude are exact in float32
 
@@ -91,6 +95,7 @@ class _Lowered:
     new_nodes: list[onnx.NodeProto]
     initializers: list[onnx.TensorProto]
     removed: list[onnx.NodeProto] = field(default_factory=list)
+    renames: dict[str, str] = field(default_factory=dict)  # replayed node name -> its original's name
 
 
 class _Graph:
@@ -106,52 +111,98 @@ class _Graph:
                 self.consumers.setdefault(i, []).append(n)
         self.outputs = {o.name for o in g.output}
         self._const_cache: dict[str, np.ndarray] = {}
+        self._shapes: dict[str, tuple[int, tuple[int | None, ...] | None]] | None = None
 
-    def const(self, name: str, what: str) -> np.ndarray:
+    def const(self, name: str, what: str, node: onnx.NodeProto) -> np.ndarray:
+        """The value of a constant initializer read by ``node`` (validated: ModelError when it is malformed)."""
         if name in self._const_cache:
             return self._const_cache[name]
         if name not in self.init:
             raise _SkipError(f"{what} is not a constant initializer")
-        v = numpy_helper.to_array(self.init[name])
+        v = _read.tensor_array(self.init[name], node, what)
         self._const_cache[name] = v
         return v
+
+    def value_type(self, name: str) -> tuple[int, tuple[int | None, ...] | None] | None:
+        """(element type, shape or None) of a value, as declared or inferred by onnx shape inference; None when
+        unknown. Dimensions that are symbolic or unknown are None."""
+        if self._shapes is None:
+            self._shapes = _value_types(self.model)
+        return self._shapes.get(name)
+
+    def rank(self, name: str) -> int | None:
+        vt = self.value_type(name)
+        return None if vt is None or vt[1] is None else len(vt[1])
 
     def only_consumer(self, value: str) -> onnx.NodeProto | None:
         c = self.consumers.get(value, [])
         return c[0] if len(c) == 1 and value not in self.outputs else None
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
-    for a in node.attribute:
-        if a.name == name:
-            v = helper.get_attribute_value(a)
-            return v.decode() if isinstance(v, bytes) else v
-    return default
+def _value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | None, ...] | None]]:
+    from ortquant.schemas import register_schemas
+
+    register_schemas()  # shape inference goes through the QONNX quantizers only with ortquant's schemas
+    graph = model.graph
+    try:
+        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception:  # inference is best effort: what it cannot say stays unknown
+        pass
+    out: dict[str, tuple[int, tuple[int | None, ...] | None]] = {}
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:
+            continue
+        tt = vi.type.tensor_type
+        shape = None
+        if tt.HasField("shape"):
+            shape = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+        out[vi.name] = (tt.elem_type, shape)
+    for t in model.graph.initializer:
+        out[t.name] = (t.data_type, tuple(int(d) for d in t.dims))
+    return out
+
+
+def _broadcasts_into(p: tuple[int, ...], x: tuple[int | None, ...] | None) -> bool:
+    """Whether a parameter of shape ``p`` broadcasts into ``x`` without changing ``x``'s shape (``x`` None: its
+    shape is unknown, which only a scalar is sure to do)."""
+    if not p:
+        return True
+    if x is None or len(p) > len(x):
+        return False
+    return all(dp == 1 or dx == dp for dp, dx in zip(reversed(p), reversed(x), strict=False))
 
 
 def _is_qonnx(node: onnx.NodeProto | None, ops: tuple[str, ...]) -> bool:
     return node is not None and node.domain in QONNX_DOMAINS and node.op_type in ops
 
 
-def _per_tensor(v: np.ndarray, what: str) -> float:
+def _per_tensor(v: np.ndarray, what: str, x_shape: tuple[int | None, ...] | None) -> float:
+    """The one value of a per-tensor quantizer parameter: float32, all elements equal, and of a shape that broadcasts
+    into the quantized tensor ``x_shape`` without changing it (else the quantizer's output is not x's shape, or the
+    float path refuses it)."""
     if v.dtype != np.float32:
         raise _SkipError(f"{what} is {v.dtype}, integer mode takes float32")
     flat = v.ravel()
     if flat.size == 0 or not np.all(flat == flat[0]):
         raise _SkipError(f"{what} is not per-tensor (one value)")
+    if not _broadcasts_into(tuple(v.shape), x_shape):
+        raise _SkipError(f"{what} of shape {list(v.shape)} does not broadcast to the quantized tensor's shape "
+                         f"{'(unknown)' if x_shape is None else list(x_shape)}")  # fmt: skip
     return float(flat[0])
 
 
 def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onnx.NodeProto], onnx.NodeProto]:
-    """The activation quantizer feeding ``value`` (through Reshape/Flatten): its op attributes, float input name,
-    the pass-through chain (first to last) and the quantizer node."""
+    """The activation quantizer feeding ``value`` (through Reshape/Flatten/MaxPool): its op attributes, float input
+    name, the pass-through chain (first to last) and the quantizer node."""
     chain: list[onnx.NodeProto] = []
     node = g.producer.get(value)
     while (
         node is not None
         and node.domain in STANDARD_DOMAINS
         and node.op_type in _PASS_THROUGH
-        and len([o for o in node.output if o]) == 1
+        and len(node.output) == 1
+        and node.input
+        and node.input[0]
     ):
         chain.insert(0, node)
         node = g.producer.get(node.input[0])
@@ -159,73 +210,93 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
         raise _SkipError("the activation is a graph input, not the output of a Quant / BipolarQuant")
     if not _is_qonnx(node, (*_QUANT, "BipolarQuant")):
         raise _SkipError(f"the activation is produced by {node.op_type}, not by a Quant / BipolarQuant")
-    if node.op_type == "BipolarQuant":
-        s = _per_tensor(g.const(node.input[1], "the activation scale"), "the activation scale")
-        attrs: dict[str, object] = {"act_scale": s, "act_bipolar": 1}
-    else:
-        if len(node.input) < 4:
-            raise _SkipError("the activation Quant has fewer than 4 inputs")
-        s = _per_tensor(g.const(node.input[1], "the activation scale"), "the activation scale")
-        z = _per_tensor(g.const(node.input[2], "the activation zero point"), "the activation zero point")
-        b = g.const(node.input[3], "the activation bit width")
-        if b.size != 1:
-            raise _SkipError("the activation bit width is not one value")
-        bits = float(b.ravel()[0])
-        if bits != int(bits) or not 1 <= bits <= 8:
-            raise _SkipError(f"the activation bit width {bits:g} is not an integer in 1..8")
-        if not (np.isfinite(s) and s > 0):
-            raise _SkipError(f"the activation scale {s!r} is not finite and positive")
-        if z != int(z):
-            raise _SkipError(f"the activation zero point {z!r} is not an integer")
-        signed = int(_attr(node, "signed", 1))
-        if signed and int(bits) == 1 and z != 0:
-            raise _SkipError("a signed 1-bit activation quantizer with a non-zero zero point")
-        attrs = {
-            "act_scale": s,
-            "act_zeropt": z,
-            "act_bits": int(bits),
-            "act_signed": signed,
-            "act_narrow": int(_attr(node, "narrow", 0)),
-            "act_rounding_mode": str(_attr(node, "rounding_mode", "ROUND")),
-        }
+    n_in = 2 if node.op_type == "BipolarQuant" else 4
+    if len(node.input) != n_in or not all(node.input) or len(node.output) != 1:
+        raise _SkipError(f"the activation {node.op_type} does not have {n_in} inputs and one output")
+    x_type = g.value_type(node.input[0])
+    if x_type is not None and x_type[0] != onnx.TensorProto.FLOAT:
+        raise _SkipError("the quantized activation is not float32")
+    x_shape = None if x_type is None else x_type[1]
+    s = _per_tensor(g.const(node.input[1], "the activation scale", node), "the activation scale", x_shape)
     if not (np.isfinite(s) and s > 0):
         raise _SkipError(f"the activation scale {s!r} is not finite and positive")
+    if node.op_type == "BipolarQuant":
+        return {"act_scale": s, "act_bipolar": 1}, node.input[0], chain, node
+    z = _per_tensor(g.const(node.input[2], "the activation zero point", node), "the activation zero point", x_shape)
+    b = g.const(node.input[3], "the activation bit width", node)
+    if b.size != 1 or b.dtype not in _BITS_DTYPES:
+        raise _SkipError("the activation bit width is not one float32 or int32 value")
+    if not _broadcasts_into(tuple(b.shape), x_shape):
+        raise _SkipError(f"the activation bit width of shape {list(b.shape)} does not broadcast to the activation")
+    bits = float(b.ravel()[0])
+    if not (np.isfinite(bits) and bits == int(bits) and 1 <= bits <= 8):
+        raise _SkipError(f"the activation bit width {bits:g} is not an integer in 1..8")
+    if not (np.isfinite(z) and z == int(z)):
+        raise _SkipError(f"the activation zero point {z!r} is not an integer")
+    signed = _read.attr_bool(node, "signed", True)
+    narrow = _read.attr_bool(node, "narrow", False)
+    rounding = _read.attr_string(node, "rounding_mode", "ROUND")
+    assert rounding is not None
+    if rounding.upper() not in _ROUNDING_MODES:
+        raise _SkipError(f"the activation rounding mode {rounding!r} is not a QONNX rounding mode")
+    if signed and int(bits) == 1 and z != 0:
+        raise _SkipError("a signed 1-bit activation quantizer with a non-zero zero point")
+    attrs: dict[str, object] = {
+        "act_scale": s,
+        "act_zeropt": z,
+        "act_bits": int(bits),
+        "act_signed": int(signed),
+        "act_narrow": int(narrow),
+        "act_rounding_mode": rounding,
+    }
     return attrs, node.input[0], chain, node
 
 
-def _weight_codes(g: _Graph, value: str, axis: int, evaluate: object) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto]:
-    """Integer codes of a constant quantized weight and its per-output-channel scale (along ``axis``)."""
+def _weight_codes(
+    g: _Graph, value: str, axis: int, evaluate: object, ndim: int
+) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto]:
+    """Integer codes of a constant quantized weight of ``ndim`` dimensions and its per-output-channel scale (along
+    ``axis``)."""
     node = g.producer.get(value)
     if not _is_qonnx(node, (*_QUANT, "BipolarQuant")):
         raise _SkipError("the weight is not the output of a Quant / BipolarQuant on a constant")
     assert node is not None
+    n_in = 2 if node.op_type == "BipolarQuant" else 4
+    if len(node.input) != n_in or not all(node.input) or len(node.output) != 1:
+        raise _SkipError(f"the weight {node.op_type} does not have {n_in} inputs and one output")
     for i in node.input:
-        g.const(i, "a weight quantizer input")
+        g.const(i, "a weight quantizer input", node)
     if node.op_type in _QUANT:
-        if len(node.input) < 4:
-            raise _SkipError("the weight Quant has fewer than 4 inputs")
-        bits = g.const(node.input[3], "the weight bit width").ravel()
+        bits = g.const(node.input[3], "the weight bit width", node).ravel()
         if bits.size != 1 or not 1 <= float(bits[0]) <= 8:
             raise _SkipError("the weight bit width is not one value in 1..8")
-    w = g.const(node.input[0], "the weight")
-    s = g.const(node.input[1], "the weight scale")
+    w = g.const(node.input[0], "the weight", node)
+    s = g.const(node.input[1], "the weight scale", node)
     if w.dtype != np.float32 or s.dtype != np.float32:
         raise _SkipError("the weight or its scale is not float32")
-    (y,) = evaluate(g.model, [node])  # type: ignore[operator]
+    if w.ndim != ndim:
+        raise _SkipError(f"the weight has {w.ndim} dimensions, the layer takes {ndim}")
+    if w.size == 0:
+        raise _SkipError(f"the weight of shape {list(w.shape)} has no element")
+    try:
+        (y,) = evaluate(g.model, [node])  # type: ignore[operator]
+    except Exception as e:  # onnxruntime's error: the float path reports it, naming the quantizer
+        raise _SkipError(f"the weight quantizer cannot be evaluated: {str(e).splitlines()[0][:300]}") from e
     y = numpy_helper.to_array(y)
+    if y.shape != w.shape:
+        raise _SkipError("the weight quantizer's output is not of the weight's shape (its parameters broadcast)")
     try:
         sb = np.broadcast_to(s, y.shape)
     except ValueError as e:
         raise _SkipError("the weight scale does not broadcast to the weight") from e
-    if y.ndim <= axis:
-        raise _SkipError("the weight has too few dimensions")
     s_ch = np.moveaxis(sb, axis, 0).reshape(sb.shape[axis], -1)
     if not np.all(s_ch == s_ch[:, :1]):
         raise _SkipError("the weight scale varies along another axis than the output channel")
     s_ch = s_ch[:, 0]
     if not (np.all(np.isfinite(s_ch)) and np.all(s_ch > 0)):
         raise _SkipError("the weight scale is not finite and positive")
-    codes = np.rint(y.astype(np.float64) / sb.astype(np.float64))
+    with np.errstate(all="ignore"):
+        codes = np.rint(y.astype(np.float64) / sb.astype(np.float64))
     if not np.all(np.abs(codes) <= 255):  # bit width <= 8: |q - z| <= 255 for any zero point in range
         raise _SkipError("the weight codes (q - zero point) exceed 255 in magnitude")
     # The codes must reproduce the quantizer's output exactly: y = float32(code * scale) (Quant: (q - z) * s).
@@ -235,62 +306,97 @@ def _weight_codes(g: _Graph, value: str, axis: int, evaluate: object) -> tuple[n
 
 
 def _fold_bn(g: _Graph, out: str, s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto] | None:
+    """The BatchNormalization that only ``out`` feeds, folded into (s, b); None (it stays a node, for onnxruntime to
+    run or refuse) when it is not a plain inference-mode BatchNormalization on float32 per-channel constants."""
     bn = g.only_consumer(out)
     if bn is None or bn.op_type != "BatchNormalization" or bn.domain not in STANDARD_DOMAINS or len(bn.output) != 1:
         return None
-    if int(_attr(bn, "training_mode", 0)):
+    if len(bn.input) != 5 or not all(bn.input) or bn.input[0] != out:
         return None
     try:
-        gamma, beta, mean, var = (g.const(i, "a BatchNorm parameter").astype(np.float64) for i in bn.input[1:5])
-    except _SkipError:
+        if _read.attr_int(bn, "training_mode", 0) or _read.attr_int(bn, "spatial", 1) != 1:
+            return None
+        eps = float(np.float32(_read.attr_float(bn, "epsilon", 1e-5)))
+        params = [g.const(i, "a BatchNormalization parameter", bn) for i in bn.input[1:5]]
+    except (_SkipError, ModelError):
         return None
-    if any(p.shape != s.shape for p in (gamma, beta, mean, var)):
+    if any(p.dtype != np.float32 or p.shape != s.shape for p in params):
         return None
-    eps = float(np.float32(_attr(bn, "epsilon", 1e-5)))
-    gk = gamma / np.sqrt(var + eps)
-    return s * gk, (b - mean) * gk + beta, bn
+    gamma, beta, mean, var = (p.astype(np.float64) for p in params)
+    with np.errstate(all="ignore"):
+        gk = gamma / np.sqrt(var + eps)
+        return s * gk, (b - mean) * gk + beta, bn
+
+
+def _conv_attrs(node: onnx.NodeProto, kernel: tuple[int, ...]) -> dict[str, object]:
+    """The Conv attributes QConv takes, read and checked (a 2-D convolution with weight spatial dims ``kernel``);
+    anything else leaves the layer on the float path, where onnxruntime judges it."""
+    auto_pad = _read.attr_string(node, "auto_pad", "NOTSET")
+    if auto_pad != "NOTSET":
+        raise _SkipError("auto_pad is not supported (use pads)")
+    attrs: dict[str, object] = {}
+    for key, length, low in (("strides", 2, 1), ("pads", 4, 0), ("dilations", 2, 1), ("kernel_shape", 2, 1)):
+        v = _read.attr_ints(node, key, None, length=length)
+        if v is None:
+            continue
+        if any(x < low for x in v):
+            raise _SkipError(f"attribute '{key}' {v} has a value below {low}")
+        attrs[key] = v
+    if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:  # type: ignore[arg-type]
+        raise _SkipError(f"attribute 'kernel_shape' {attrs['kernel_shape']} is not the weight's {list(kernel)}")
+    group = _read.attr_int(node, "group", None)
+    if group is not None:
+        if group < 1:
+            raise _SkipError(f"attribute 'group' {group} is below 1")
+        attrs["group"] = group
+    return attrs
 
 
 def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "engine") -> _Lowered:
     op = node.op_type
-    name = node.name or node.output[0]
-    if len(node.output) != 1:
-        raise _SkipError("the node has more than one output")
+    name = _read.node_name(node)
+    if len(node.output) != 1 or not node.output[0]:
+        raise _SkipError("the node does not have exactly one output")
+    n_max = 2 if op == "MatMul" else 3
+    if not 2 <= len(node.input) <= n_max or not node.input[0] or not node.input[1]:
+        raise _SkipError(f"the node does not have 2{'' if n_max == 2 else ' or 3'} inputs")
     act, x_float, chain, _qnode = _activation(g, node.input[0])
     attrs: dict[str, object] = dict(act)
+    bias_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
     bias = None
     if op == "Conv":
-        if str(_attr(node, "auto_pad", "NOTSET")) != "NOTSET":
-            raise _SkipError("auto_pad is not supported (use pads)")
-        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0, evaluate)
-        if codes.ndim != 4:
-            raise _SkipError("only 2-D convolutions (4-D weights) run in integer mode")
-        for key in ("strides", "pads", "dilations", "group", "kernel_shape"):
-            v = _attr(node, key, None)
-            if v is not None:
-                attrs[key] = v
+        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0, evaluate, 4)
+        attrs.update(_conv_attrs(node, tuple(int(d) for d in codes.shape[2:])))
         k = int(np.prod(codes.shape[1:]))
-        if len(node.input) > 2 and node.input[2]:
-            bias = g.const(node.input[2], "the bias").astype(np.float64).ravel()
+        if bias_name is not None:
+            c = g.const(bias_name, "the bias", node)
+            if c.dtype != np.float32 or c.shape != (codes.shape[0],):
+                raise _SkipError(f"the bias ({c.dtype}, shape {list(c.shape)}) is not float32 of shape "
+                                 f"[{codes.shape[0]}]")  # fmt: skip
+            bias = c.astype(np.float64)
         w_codes = codes
     elif op == "Gemm":
-        if float(_attr(node, "alpha", 1.0)) != 1.0 or int(_attr(node, "transA", 0)) != 0:
+        alpha = _read.attr_float(node, "alpha", 1.0)
+        beta = _read.attr_float(node, "beta", 1.0)
+        if alpha != 1.0 or _read.attr_int(node, "transA", 0) != 0:
             raise _SkipError("Gemm with alpha != 1 or transA")
-        trans_b = int(_attr(node, "transB", 0))
-        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0 if trans_b else 1, evaluate)
+        if g.rank(node.input[0]) != 2:  # onnxruntime's Gemm takes a 2-D A only; QGemm would take any rank
+            rank = g.rank(node.input[0])
+            raise _SkipError(f"Gemm's input A has rank {'unknown' if rank is None else rank}, not 2")
+        trans_b = _read.attr_int(node, "transB", 0)
+        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0 if trans_b else 1, evaluate, 2)
         w_codes = codes if trans_b else codes.T
         k = w_codes.shape[1]
-        if len(node.input) > 2 and node.input[2]:
-            c = g.const(node.input[2], "the bias").astype(np.float64)
-            try:
-                c = np.broadcast_to(c.reshape(-1) if c.ndim <= 1 else c, (w_codes.shape[0],))
-            except ValueError as e:
-                raise _SkipError("the Gemm bias is not per output column") from e
-            bias = float(np.float32(_attr(node, "beta", 1.0))) * c
+        if bias_name is not None:
+            c = g.const(bias_name, "the bias", node)
+            n_out = w_codes.shape[0]
+            if c.dtype != np.float32 or not (
+                (c.ndim <= 1 and c.size in (1, n_out)) or (c.ndim == 2 and c.shape[0] == 1 and c.size in (1, n_out))
+            ):
+                raise _SkipError(f"the Gemm bias ({c.dtype}, shape {list(c.shape)}) is not float32 per output column")
+            bias = float(np.float32(beta)) * np.broadcast_to(c.astype(np.float64).reshape(-1), (n_out,))
     else:  # MatMul
-        codes, s_w, _wnode = _weight_codes(g, node.input[1], 1, evaluate)
-        if codes.ndim != 2:
-            raise _SkipError("MatMul with a weight that is not 2-D")
+        codes, s_w, _wnode = _weight_codes(g, node.input[1], 1, evaluate, 2)
         w_codes = codes.T
         k = w_codes.shape[1]
     if k > MAX_K:
@@ -310,17 +416,27 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     if not (np.all(np.isfinite(s)) and np.all(np.isfinite(b))):
         raise _SkipError("the folded scale or bias is not finite")
     relu = g.only_consumer(out_name)
-    if relu is not None and relu.op_type == "Relu" and relu.domain in STANDARD_DOMAINS:
+    if (
+        relu is not None
+        and relu.op_type == "Relu"
+        and relu.domain in STANDARD_DOMAINS
+        and list(relu.input) == [out_name]
+        and len(relu.output) == 1
+        and relu.output[0]
+    ):
         attrs["relu"] = 1
         out_name = relu.output[0]
         removed.append(relu)
-    # The pass-through chain is replayed on the float input.
+    # The pass-through chain is replayed on the float input. Each copy takes its original's name once the original
+    # has gone from the graph (lower_integer renames it), so that onnxruntime's errors name the user's node.
     new_nodes: list[onnx.NodeProto] = []
+    renames: dict[str, str] = {}
     src = x_float
     for c in chain:
         nc = onnx.NodeProto()
         nc.CopyFrom(c)
-        nc.name = f"{c.name or c.output[0]}__int_{name}"
+        nc.name = f"{_read.node_name(c)}__int_{name}"
+        renames[nc.name] = _read.node_name(c)
         nc.input[0] = src
         nc.output[0] = f"{c.output[0]}__int_{name}"
         src = nc.output[0]
@@ -334,36 +450,36 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
         act_attrs = {key: v for key, v in act.items()}
         codes = f"{base}_codes"
-        new_nodes.append(helper.make_node("QuantCodes", [src], [codes], name=f"{name}_codes", domain=DOMAIN,
+        new_nodes.append(helper.make_node("QuantCodes", [src], [codes], name=f"{name}__codes", domain=DOMAIN,
                                           **act_attrs))  # fmt: skip
         if op == "Conv":
             wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.float32)), f"{base}_Wf")
             conv_attrs = {key: v for key, v in attrs.items() if key in ("strides", "pads", "dilations", "group",
                                                                         "kernel_shape")}  # fmt: skip
-            # named after its output: onnxruntime renames the Conv it rewrites to NCHWc "<output>_nchwc", and its
-            # errors should still name a node of the model
-            new_nodes.append(helper.make_node("Conv", [codes, wf.name], [f"{base}_acc"], name=f"{base}_acc",
+            # the user's node name: the product is where a wrong input shape shows (onnxruntime renames a Conv it
+            # rewrites to NCHWc after its output, "<name>__int_acc_nchwc", which still holds the name)
+            new_nodes.append(helper.make_node("Conv", [codes, wf.name], [f"{base}_acc"], name=name,
                                               **conv_attrs))  # fmt: skip
             axis = 1
         else:
             wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.T.astype(np.float32)), f"{base}_Wf")
-            new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=f"{base}_acc"))
+            new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=name))
             axis = -1
         new_nodes.append(
-            helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [out_name], name=f"{name}_rescale",
+            helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [out_name], name=f"{name}__rescale",
                              domain=DOMAIN, axis=axis, relu=int(attrs.get("relu", 0))),
         )  # fmt: skip
-        return _Lowered(node, new_nodes, [wf, s_init, b_init], removed)
+        return _Lowered(node, new_nodes, [wf, s_init, b_init], removed, renames)
     if not np.all((w_codes >= -128) & (w_codes <= 127)):
         raise _SkipError("the weight codes (q - zero point) do not fit in int8 (and float32 sums would not be exact)")
     inits = [numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"), s_init, b_init]
     qop = "QConv" if op == "Conv" else "QGemm"
     new_nodes.append(
         helper.make_node(
-            qop, [src, *(t.name for t in inits)], [out_name], name=f"{name}_integer", domain=DOMAIN, **attrs
-        )
+            qop, [src, *(t.name for t in inits)], [out_name], name=name, domain=DOMAIN, **attrs
+        )  # the user's node name: the kernel's errors ("QConv node '<name>'") name the layer of the model
     )
-    return _Lowered(node, new_nodes, inits, removed)
+    return _Lowered(node, new_nodes, inits, removed, renames)
 
 
 def _evaluate_default(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
@@ -400,10 +516,10 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
     for node in model.graph.node:
         if node.domain not in STANDARD_DOMAINS or node.op_type not in LAYER_OPS:
             continue
-        name = node.name or node.output[0]
+        name = _read.node_name(node)
         try:
             low = _lower(g, node, _evaluate_default, backend)
-        except _SkipError as e:
+        except (_SkipError, ModelError) as e:  # a malformed node stays as it is, for onnxruntime to run or refuse
             decisions.append(LayerDecision(name, node.op_type, False, str(e)))
             continue
         lowered.append(low)
@@ -454,6 +570,13 @@ def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
             break
         dead_ids = {id(n) for n in dead}
         nodes = [n for n in nodes if id(n) not in dead_ids]
+    taken = {n.name for n in nodes}
+    for n in nodes:
+        want = next((low.renames[n.name] for low in lowered if n.name in low.renames), None)
+        if want is not None and want not in taken:
+            taken.discard(n.name)
+            n.name = want
+            taken.add(want)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     out.graph.initializer.extend(t for low in lowered for t in low.initializers)

@@ -11,7 +11,9 @@ cancels the Transpose pairs between consecutive rewritten nodes (exact: a transp
 
 qonnx runs the standard op at the opset the model imports for the channels_last domain; the rewritten node uses
 the model's default-domain opset (the three ops compute the same inference result in every opset that has them).
-A node with more than one output (MaxPool's Indices) is an error. Returns ``model`` itself when there is no
+A node with more than one output (MaxPool's Indices), without input 0, or with a Conv weight initializer that
+cannot be read or whose rank is not input 0's is an error naming the node; the attributes are passed to the
+standard op as they are (onnxruntime judges them, naming the node). Returns ``model`` itself when there is no
 channels_last node.
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
+from ortquant.transforms import _read
 from ortquant.transforms._util import ModelError, copy_model
 
 CHANNELS_LAST = "qonnx.custom_op.channels_last"
@@ -53,18 +56,17 @@ def to_last(rank: int) -> list[int]:
 def _replace(out: onnx.ModelProto, node: onnx.NodeProto) -> list[onnx.NodeProto]:
     """The Transpose + standard op + Transpose nodes for one channels_last node (a Conv weight initializer with no
     other consumer is transposed in place instead)."""
-    name = node.name or node.output[0]
+    name = _read.node_name(node)
+    label = _read.node_label(node)
     if node.op_type not in OPS:
-        raise ModelError(
-            f"{node.op_type} node '{name}': {CHANNELS_LAST} has no op {node.op_type} (qonnx 1.0.0 has {', '.join(OPS)})"
-        )
-    if len([o for o in node.output if o]) != 1:
-        raise ModelError(f"{node.op_type} node '{name}': a {CHANNELS_LAST} node must have exactly one output")
+        raise ModelError(f"{label}: {CHANNELS_LAST} has no op {node.op_type} (qonnx 1.0.0 has {', '.join(OPS)})")
+    if len(node.output) != 1 or not node.output[0]:
+        raise ModelError(f"{label}: a {CHANNELS_LAST} node must have exactly one output")
+    _read.input_name(node, 0, "the channels-last input")
     rank = _rank(out, node.input[0])
     if rank is None or rank < 3:
         raise ModelError(
-            f"{node.op_type} node '{name}': the rank of input '{node.input[0]}' is unknown or below 3 "
-            "(the channels-last rewrite needs it)"
+            f"{label}: the rank of input '{node.input[0]}' is unknown or below 3 (the channels-last rewrite needs it)"
         )
     inits = {t.name: t for t in out.graph.initializer}
     uses = sum(i == (node.input[1] if len(node.input) > 1 else None) for n in out.graph.node for i in n.input)
@@ -77,15 +79,21 @@ def _replace(out: onnx.ModelProto, node: onnx.NodeProto) -> list[onnx.NodeProto]
         w = inputs[1]
         init = inits.get(w)
         if init is not None and uses == 1 and init.data_location != onnx.TensorProto.EXTERNAL:
-            arr = numpy_helper.to_array(init).transpose(to_first(rank))
-            init.CopyFrom(numpy_helper.from_array(arr.copy(), w))
+            arr = _read.tensor_array(init, node, "the weight")
+            if arr.ndim != rank:
+                raise ModelError(
+                    f"{label}: the weight '{w}' has rank {arr.ndim}, input 0 has rank {rank} (a channels-last Conv "
+                    "transposes both alike)"
+                )
+            init.CopyFrom(numpy_helper.from_array(arr.transpose(to_first(rank)).copy(), w))
         else:
             w_cf = f"{name}__weight_channels_first"
             nodes.append(helper.make_node("Transpose", [w], [w_cf], name=f"{name}__w_to_first", perm=to_first(rank)))
             inputs[1] = w_cf
     y_cf = f"{name}__out_channels_first"
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    nodes.append(helper.make_node(node.op_type, inputs, [y_cf], name=name, **attrs))
+    std = helper.make_node(node.op_type, inputs, [y_cf], name=name)
+    std.attribute.extend(_read.copy_attributes(node))
+    nodes.append(std)
     nodes.append(helper.make_node("Transpose", [y_cf], [node.output[0]], name=f"{name}__to_last", perm=to_last(rank)))
     return nodes
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import onnx
 
+from ortquant.transforms._read import node_label
 from ortquant.transforms._util import QONNX_DOMAINS, ModelError, all_nodes, opset_version
 
 
@@ -21,7 +22,7 @@ def trunc_version_problems(model: onnx.ModelProto) -> list[str]:
         want = 5 if version < 2 else 6
         if n != want:
             problems.append(
-                f"Trunc node '{node.name}': domain {node.domain} is imported at opset {version}, "
+                f"{node_label(node)}: domain {node.domain} is imported at opset {version}, "
                 f"which means Trunc v{1 if version < 2 else 2} with {want} inputs, but the node has {n}"
             )
     return problems

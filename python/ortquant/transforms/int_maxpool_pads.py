@@ -10,8 +10,9 @@ torch's ceil_mode, whose last window starts inside the input or the begin paddin
 
 Only MaxPool nodes on int8/uint8 values (declared, inferred, or produced by a linger op as in
 ``rewrite_int8_relu``) with some pad >= the kernel along its axis, one output, no dilation other than 1 and no
-``auto_pad``, no ``ceil_mode`` and a default-domain opset >= 11 (Pad with tensor inputs) are rewritten.
-Returns ``model`` itself when there is none.
+``auto_pad``, no ``ceil_mode`` and a default-domain opset >= 11 (Pad with tensor inputs) are rewritten. A MaxPool
+whose attributes are malformed (``kernel_shape`` / ``pads`` not a list of ints, kernel sizes below 1, negative pads)
+is left as it is, for onnxruntime to refuse, naming it. Returns ``model`` itself when there is none.
 """
 
 from __future__ import annotations
@@ -20,33 +21,37 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from ortquant.transforms._util import LINGER_DOMAINS, STANDARD_DOMAINS, copy_model, element_types
+from ortquant.transforms import _read
+from ortquant.transforms._util import LINGER_DOMAINS, STANDARD_DOMAINS, ModelError, copy_model, element_types
 
 _PAD_VALUE = {TensorProto.INT8: np.int8(-128), TensorProto.UINT8: np.uint8(0)}
 _TYPE_PRESERVING = {"Relu", "MaxPool", "Clip", "Transpose", "Reshape", "Identity", "Squeeze", "Unsqueeze", "Flatten",
                     "Concat", "Split", "Slice", "Gather", "Pad", "Expand", "Tile"}  # fmt: skip
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object) -> object:
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
-def _needs_rewrite(node: onnx.NodeProto) -> bool:
-    if node.op_type != "MaxPool" or node.domain not in STANDARD_DOMAINS or len(node.output) != 1:
-        return False
-    kernel = list(_attr(node, "kernel_shape", []))  # type: ignore[call-overload]
-    pads = list(_attr(node, "pads", []))  # type: ignore[call-overload]
-    dil = list(_attr(node, "dilations", [1] * len(kernel)))  # type: ignore[call-overload]
-    auto_pad = _attr(node, "auto_pad", b"NOTSET")
-    if _attr(node, "ceil_mode", 0):
-        return False
-    if not kernel or len(pads) != 2 * len(kernel) or any(d != 1 for d in dil) or auto_pad not in (b"NOTSET", "NOTSET"):
-        return False
-    n = len(kernel)
-    return any(pads[i] >= kernel[i] or pads[i + n] >= kernel[i] for i in range(n))
+def _pool_geometry(node: onnx.NodeProto) -> tuple[list[int], list[int]] | None:
+    """(kernel_shape, pads) of a MaxPool this transform rewrites; None for any other node, and for a MaxPool whose
+    attributes it does not understand (onnxruntime judges those)."""
+    if node.op_type != "MaxPool" or node.domain not in STANDARD_DOMAINS or len(node.output) != 1 or not node.input:
+        return None
+    try:
+        kernel = _read.attr_ints(node, "kernel_shape", None)
+        if kernel is None:
+            return None
+        n = len(kernel)
+        pads = _read.attr_ints(node, "pads", None, length=2 * n)
+        dil = _read.attr_ints(node, "dilations", [1] * n)
+        auto_pad = _read.attr_string(node, "auto_pad", "NOTSET")
+        ceil_mode = _read.attr_int(node, "ceil_mode", 0)
+    except ModelError:
+        return None
+    if pads is None or ceil_mode or auto_pad != "NOTSET" or any(d != 1 for d in dil or []):
+        return None
+    if any(k < 1 for k in kernel) or any(p < 0 for p in pads):
+        return None
+    if not any(pads[i] >= kernel[i] or pads[i + n] >= kernel[i] for i in range(n)):
+        return None
+    return kernel, pads
 
 
 def _int_type(model: onnx.ModelProto, value: str) -> int | None:
@@ -70,7 +75,7 @@ def _int_type(model: onnx.ModelProto, value: str) -> int | None:
 
 def rewrite_int_maxpool_pads(model: onnx.ModelProto) -> onnx.ModelProto:
     """Replace each integer MaxPool with pads >= kernel by Pad(type minimum) + MaxPool without pads."""
-    candidates = [n for n in model.graph.node if _needs_rewrite(n)]
+    candidates = [n for n in model.graph.node if _pool_geometry(n) is not None]
     opset = next((int(i.version) for i in model.opset_import if i.domain in STANDARD_DOMAINS), 0)
     if not candidates or opset < 11:
         return model
@@ -80,22 +85,23 @@ def rewrite_int_maxpool_pads(model: onnx.ModelProto) -> onnx.ModelProto:
     out = copy_model(model)
     nodes: list[onnx.NodeProto] = []
     for node in out.graph.node:
-        elem = kinds.get(node.output[0]) if _needs_rewrite(node) else None
-        if not elem:
+        geometry = _pool_geometry(node)
+        elem = kinds.get(node.output[0]) if geometry is not None else None
+        if geometry is None or not elem:
             nodes.append(node)
             continue
-        kernel = list(_attr(node, "kernel_shape", []))  # type: ignore[call-overload]
-        pads = list(_attr(node, "pads", []))  # type: ignore[call-overload]
+        kernel, pads = geometry
         n = len(kernel)
-        base = node.name or node.output[0]
+        base = _read.node_name(node)
         pads_name, value_name, padded = f"{base}__pads", f"{base}__pad_value", f"{base}__padded"
         out.graph.initializer.append(
             numpy_helper.from_array(np.array([0, 0, *pads[:n], 0, 0, *pads[n:]], np.int64), pads_name)
         )
         out.graph.initializer.append(numpy_helper.from_array(np.array(_PAD_VALUE[elem]), value_name))
         nodes.append(helper.make_node("Pad", [node.input[0], pads_name, value_name], [padded], name=f"{base}__pad"))
-        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name not in ("pads", "auto_pad")}
-        nodes.append(helper.make_node("MaxPool", [padded], list(node.output), name=node.name, **attrs))
+        pool = helper.make_node("MaxPool", [padded], list(node.output), name=node.name)
+        pool.attribute.extend(_read.copy_attributes(node, drop=("pads", "auto_pad")))
+        nodes.append(pool)
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     return out

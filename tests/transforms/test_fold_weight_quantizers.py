@@ -128,3 +128,81 @@ def test_external_data_weights_keep_their_quantizer(tmp_path):
         for t in header.graph.initializer
         if t.name in n.input
     )
+
+
+def _count_sessions(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the onnxruntime sessions the weight-quantizer evaluation creates (one list entry per session, holding
+    its node count); starts from an empty cache."""
+    import importlib
+
+    fwq = importlib.import_module("ortquant.transforms.fold_weight_quantizers")
+    fwq.clear_cache()
+    calls: list[int] = []
+    run = fwq._run_nodes
+
+    def counting(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
+        calls.append(len(nodes))
+        return run(model, nodes)
+
+    monkeypatch.setattr(fwq, "_run_nodes", counting)
+    return calls
+
+
+def test_integer_prepare_evaluates_all_weight_quantizers_in_one_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The integer lowering reads every weight quantizer, one layer at a time, and the fold after it the rest: one
+    session in all, not one per layer (6 lowered layers here), and the same model as without the kept results."""
+    m = onnx.load(str(MODELS / "cnn4c2f_w4a4.onnx"))
+    calls = _count_sessions(monkeypatch)
+    fast = ortquant.prepare_model(m, integer=True)
+    assert calls == [6]  # the six weight quantizers (Conv x4, Gemm x2), evaluated together once
+    assert sum(n.domain == "ortquant.integer" for n in fast.graph.node) == 6
+    import importlib
+
+    fwq = importlib.import_module("ortquant.transforms.fold_weight_quantizers")
+    fwq.clear_cache()
+    monkeypatch.setattr(fwq, "evaluate_nodes", fwq._run_nodes)  # the uncached evaluation, one session per request
+    slow = ortquant.prepare_model(m, integer=True)
+    assert len(calls) > 6
+    assert fast.SerializeToString() == slow.SerializeToString()
+
+
+def test_kept_results_follow_the_weights_not_the_model_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model changed in place and prepared again gets the new weights' quantized values (the kept results are
+    keyed by the inputs' content), and a second prepare of an unchanged model reuses them."""
+    m = _weight_quant_model()
+    calls = _count_sessions(monkeypatch)
+    first = {t.name: numpy_helper.to_array(t) for t in fold_weight_quantizers(m).graph.initializer}
+    again = {t.name: numpy_helper.to_array(t) for t in fold_weight_quantizers(m).graph.initializer}
+    assert len(calls) == 1 and np.array_equal(first["wq"], again["wq"])
+    w = next(t for t in m.graph.initializer if t.name == "w")
+    new_w = (numpy_helper.to_array(w) * 3).astype(np.float32)
+    w.CopyFrom(numpy_helper.from_array(new_w, "w"))
+    changed = {t.name: numpy_helper.to_array(t) for t in fold_weight_quantizers(m).graph.initializer}
+    assert len(calls) == 2
+    src = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    want = kernels.quant(new_w, src["ws"], src["wz"], src["wb"], True, True, "ROUND")
+    assert np.array_equal(changed["wq"].view(np.uint32), want.view(np.uint32))
+    assert not np.array_equal(changed["wq"], first["wq"])
+
+
+def test_one_bad_quantizer_does_not_fail_the_others(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the batch cannot run (a quantizer's bit width is invalid), a request for another node is evaluated on
+    its own; a request for the bad node fails naming it."""
+    import importlib
+
+    fwq = importlib.import_module("ortquant.transforms.fold_weight_quantizers")
+    m = _weight_quant_model()
+    bad = helper.make_node("Quant", ["v", "vs", "wz", "nb"], ["vq2"], name="bad_quant", domain=Q, signed=1)
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(0), "nb"))  # bit width 0: the op refuses it
+    m.graph.node.insert(0, bad)
+    m.graph.node.append(helper.make_node("MatMul", ["h", "vq2"], ["y2"], name="mm3"))
+    m.graph.output.append(helper.make_tensor_value_info("y2", TensorProto.FLOAT, [2, 3]))
+    calls = _count_sessions(monkeypatch)
+    good = next(n for n in m.graph.node if n.name == "qw")
+    (t,) = fwq.evaluate_nodes(m, [good])
+    src = {x.name: numpy_helper.to_array(x) for x in m.graph.initializer}
+    want = kernels.quant(src["w"], src["ws"], src["wz"], src["wb"], True, True, "ROUND")
+    assert np.array_equal(numpy_helper.to_array(t), want)
+    assert calls == [3, 1]  # the batch (qw, bq, bad_quant) failed, then qw alone
+    with pytest.raises(Exception, match="bad_quant"):
+        fwq.evaluate_nodes(m, [bad])

@@ -136,3 +136,69 @@ def test_a_failing_batch_names_the_batch_and_the_node(tmp_path, rng):
     assert "batch 1 (rows 5..9" in msg and "batch_quant" in msg and "bitwidth" in msg, msg
     # the worker goes on with the next batch
     assert p({"x": x, "bits": np.full(5, 4, np.float32)})["y"].shape == (5, 4)
+
+
+# ---- models with a fixed batch dimension ------------------------------------------------------------------
+
+
+def _fixed_batch_cnn(path: Path) -> str:
+    """models/cnn_w4a4.onnx as QONNX exports write it: batch 1 fixed on the inputs, outputs and the Reshape."""
+    model = onnx.load(CNN)
+    for vi in [*model.graph.input, *model.graph.output]:
+        vi.type.tensor_type.shape.dim[0].dim_value = 1
+    (reshape,) = [n for n in model.graph.node if n.op_type == "Reshape"]
+    for t in model.graph.initializer:
+        if t.name == reshape.input[1]:
+            t.CopyFrom(numpy_helper.from_array(np.array([1, 512], np.int64), t.name))
+    onnx.save(model, path)
+    return str(path)
+
+
+def _not_rebatchable(path: Path) -> str:
+    """x [1, 12] -> Reshape [3, 4] -> Relu -> Reshape [1, 12]: one row per run only."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "s34"], ["m"], name="to_3x4"),
+            helper.make_node("Relu", ["m"], ["r"]),
+            helper.make_node("Reshape", ["r", "s112"], ["y"], name="back"),
+        ],
+        "rows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 12])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12])],
+        initializer=[
+            numpy_helper.from_array(np.array([3, 4], np.int64), "s34"),
+            numpy_helper.from_array(np.array([1, 12], np.int64), "s112"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = IR_VERSION
+    onnx.save(model, path)
+    return str(path)
+
+
+def test_fixed_batch_model_is_rebatched_and_says_so(tmp_path, rng, caplog):
+    path = _fixed_batch_cnn(tmp_path / "fixed.onnx")
+    x = rng.standard_normal((8, 3, 32, 32)).astype(np.float32)
+    with pytest.raises(Exception, match="Got: 8 Expected: 1"):
+        ortquant.InferenceSession(path).run(None, {"global_in": x})  # what the Predictor used to hit
+    with caplog.at_level("INFO", logger="ortquant.ray"):
+        p = Predictor(path)
+    assert p.batch_mode == "rebatched"
+    assert "fixed batch of 1; its batch dimension was made dynamic" in caplog.text
+    s = ortquant.InferenceSession(path)
+    want = np.concatenate([s.run(None, {"global_in": x[i : i + 1]})[0] for i in range(8)])
+    assert_bitexact(p({"global_in": x})["global_out"], want)
+    assert_bitexact(p({"global_in": x[:3]})["global_out"], want[:3])  # a short last batch too
+    assert Predictor(CNN).batch_mode == "as exported"
+
+
+def test_fixed_batch_model_that_cannot_be_rebatched_runs_row_by_row(tmp_path, rng, caplog):
+    path = _not_rebatchable(tmp_path / "rows.onnx")
+    x = rng.standard_normal((5, 12)).astype(np.float32)
+    with caplog.at_level("WARNING", logger="ortquant.ray"):
+        p = Predictor(path)
+    assert p.batch_mode == "rows" and p.rows_per_run == 1
+    assert "cannot be made dynamic" in caplog.text and "to_3x4" in caplog.text and "1 row(s) at a time" in caplog.text
+    out = p({"x": x, "id": np.arange(5)})
+    assert_bitexact(out["y"], np.maximum(x, 0))
+    assert out["id"].tolist() == [0, 1, 2, 3, 4]

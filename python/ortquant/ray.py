@@ -15,7 +15,10 @@
 Batches are dicts of numpy columns (``batch_format="numpy"``, Ray Data's default). The columns named like the
 model's inputs are fed to the model; each model output comes back as one column under the output's name; every
 other column passes through unchanged (the input columns too when ``keep_inputs=True``). The model's first
-dimension must be the row dimension.
+dimension must be the row dimension. A model exported with a fixed batch (``[1, ...]``, as most QONNX exports are)
+gets a symbolic batch dimension where the graph provably allows it
+(:func:`ortquant.transforms.batch_size.set_batch_size`), else each batch runs that many rows at a time; the worker
+logs which.
 
 Needs ``pip install ortquant[ray]``. Only this module knows about Ray; ``import ortquant`` never imports it, and
 this module imports Ray only where it asks Ray something (the CPUs given to a worker), so :class:`Predictor`
@@ -61,6 +64,20 @@ def _read_model(model: str | os.PathLike[str] | bytes) -> bytes | str:
         return f.read()
 
 
+def _fixed_batch(model: Any) -> int | None:
+    """The fixed leading dimension every graph input of ``model`` (a ModelProto) declares, or None."""
+    inits = {t.name for t in model.graph.initializer}
+    leading = set()
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+        if not dims or not dims[0].HasField("dim_value"):
+            return None
+        leading.add(int(dims[0].dim_value))
+    return leading.pop() if len(leading) == 1 else None
+
+
 def _assigned_cpus() -> int | None:
     """The CPUs Ray reserved for this worker, or None outside a Ray worker."""
     try:
@@ -93,6 +110,11 @@ class Predictor:
 
     A batch that fails raises :class:`BatchError` naming the worker's batch number, the rows and onnxruntime's
     message (which names the node), and Ray Data fails the job with it instead of retrying forever.
+
+    A model whose inputs fix the batch dimension (``[1, 3, 32, 32]``) is rewritten for any batch size with
+    :func:`ortquant.transforms.batch_size.set_batch_size` (``batch_mode == "rebatched"``, logged at INFO); when the
+    graph does not allow that, every batch runs that many rows at a time (``batch_mode == "rows"``, logged as a
+    WARNING with the reason). A model with a symbolic batch runs as it is (``batch_mode == "as exported"``).
     """
 
     def __init__(
@@ -123,7 +145,11 @@ class Predictor:
         so.log_severity_level = 3
         if not spin:
             so.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ortquant.InferenceSession(_read_model(model), sess_options=so, exact=exact, integer=integer)
+        source = _read_model(model)
+        self.batch_mode = "as exported"
+        self.rows_per_run: int | None = None  # with a fixed batch that cannot be made dynamic
+        source = self._rebatch(source)
+        self.session = ortquant.InferenceSession(source, sess_options=so, exact=exact, integer=integer)
         self.input_names = [i.name for i in self.session.get_inputs()]
         all_outputs = [o.name for o in self.session.get_outputs()]
         if outputs is not None:
@@ -138,6 +164,52 @@ class Predictor:
         self._run_s = 0.0
         self._started = time.perf_counter()
         self._last_log = self._started
+
+    def _rebatch(self, source: bytes | str) -> Any:
+        """The model to load: ``source`` itself, or a ModelProto with a symbolic batch dimension."""
+        import onnx
+
+        from ortquant.transforms import ModelError
+        from ortquant.transforms.batch_size import set_batch_size
+
+        try:  # a quick look at the declared inputs; a broken file is reported by InferenceSession below
+            if isinstance(source, bytes):
+                proto = onnx.load_model_from_string(source)
+            else:
+                proto = onnx.load(source, load_external_data=False)
+        except Exception:
+            return source
+        fixed = _fixed_batch(proto)
+        if fixed is None:
+            return source
+        try:
+            if not isinstance(source, bytes):
+                proto = onnx.load(source)  # with its external data: the rewritten model is handed over in memory
+            rebatched = set_batch_size(proto, None)
+        except ModelError as e:
+            self.batch_mode = "rows"
+            self.rows_per_run = fixed
+            log.warning(
+                "ortquant.ray: model %s has a fixed batch of %d and its batch dimension cannot be made dynamic (%s); "
+                "each batch runs %d row(s) at a time", self.model_name, fixed, e, fixed,
+            )  # fmt: skip
+            return source
+        self.batch_mode = "rebatched"
+        log.info(
+            "ortquant.ray: model %s has a fixed batch of %d; its batch dimension was made dynamic "
+            "(graph inputs, outputs and Reshape shapes), so each batch runs in one call", self.model_name, fixed,
+        )  # fmt: skip
+        return rebatched
+
+    def _run(self, feeds: dict[str, np.ndarray], n: int) -> list[Any]:
+        if self.rows_per_run is None or n == self.rows_per_run:
+            return self.session.run(self.output_names, feeds)
+        step = self.rows_per_run
+        if n % step:
+            raise ValueError(f"the model runs {step} rows at a time (its fixed batch), and {n} rows do not divide")
+        parts = [self.session.run(self.output_names, {k: v[i : i + step] for k, v in feeds.items()})
+                 for i in range(0, n, step)]  # fmt: skip
+        return [np.concatenate([p[j] for p in parts]) for j in range(len(self.output_names))]
 
     def stats(self) -> dict[str, float]:
         """This worker's figures so far: batches, rows, seconds in onnxruntime, rows/s (of onnxruntime time)."""
@@ -172,7 +244,7 @@ class Predictor:
         first = self._rows
         t0 = time.perf_counter()
         try:
-            values = self.session.run(self.output_names, feeds)
+            values = self._run(feeds, n)
         except Exception as e:
             raise BatchError(
                 f"batch {self._batches} (rows {first}..{first + n - 1} of this worker, pid {os.getpid()}) of model "

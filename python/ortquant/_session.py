@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
+import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
+from google.protobuf.message import DecodeError
 
 from ortquant._library import register
 from ortquant.transforms import ModelError, PrepareOptions, _util, apply_pipeline
 from ortquant.transforms.check_trunc import trunc_version_problems
 from ortquant.transforms.int8_relu import rewrite_int8_relu
+
+if TYPE_CHECKING:
+    import onnxruntime
 
 QONNX_DOMAINS = _util.QONNX_DOMAINS
 LINGER_DOMAINS = _util.LINGER_DOMAINS
@@ -21,8 +28,10 @@ __all__ = [
     "ModelError",
     "check_trunc_versions",
     "exact_session_options",
+    "load_model",
     "prepare_model",
     "rewrite_int8_relu",
+    "unsupported_op_hint",
     "uses_external_data",
 ]
 
@@ -32,12 +41,52 @@ def check_trunc_versions(model: onnx.ModelProto) -> list[str]:
     return trunc_version_problems(model)
 
 
-def _load(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, bytes):
-        return onnx.load_from_string(model)
-    return onnx.load(os.fspath(model))
+def _describe(source: str | os.PathLike[str] | bytes) -> str:
+    return "the model bytes" if isinstance(source, bytes) else os.fspath(source)
+
+
+def _check_parsed(model: onnx.ModelProto, name: str, size: int) -> onnx.ModelProto:
+    if size == 0:
+        raise ModelError(f"{name}: empty (0 bytes), not an ONNX model")
+    if not model.HasField("graph"):
+        raise ModelError(f"{name}: not an ONNX model (no graph in it: another protobuf message, or not an .onnx file)")
+    return model
+
+
+def load_model(
+    source: str | os.PathLike[str] | bytes | onnx.ModelProto, *, load_external_data: bool = True
+) -> onnx.ModelProto:
+    """``onnx.load`` with one-line errors: a file that is missing, unreadable, empty, cut off or not an ONNX model
+    raises :class:`ModelError` naming the file and the cause (never protobuf's ``DecodeError``)."""
+    if isinstance(source, onnx.ModelProto):
+        return source
+    name = _describe(source)
+    if isinstance(source, bytes):
+        try:
+            return _check_parsed(onnx.load_from_string(source), name, len(source))
+        except DecodeError as e:
+            raise ModelError(f"{name}: not an ONNX model, or cut off ({e})") from e
+    try:
+        size = os.path.getsize(name)
+        model = onnx.load(name, load_external_data=False)
+    except FileNotFoundError as e:
+        raise ModelError(f"{name}: no such file") from e
+    except IsADirectoryError as e:
+        raise ModelError(f"{name}: a directory, not an .onnx file") from e
+    except OSError as e:
+        raise ModelError(f"{name}: cannot read it ({e.strerror or e})") from e
+    except DecodeError as e:
+        raise ModelError(f"{name}: not an ONNX model, or cut off ({size} bytes; protobuf: {e})") from e
+    _check_parsed(model, name, size)
+    if load_external_data and uses_external_data(model):
+        try:
+            onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(name)))
+        except (OSError, ValueError, onnx.checker.ValidationError) as e:
+            raise ModelError(f"{name}: cannot read its external data ({e})") from e
+    return model
+
+
+_load = load_model
 
 
 def prepare_model(
@@ -49,8 +98,23 @@ def prepare_model(
     keeps the model in the form that reproduces qonnx bit for bit; ``integer=True`` lowers quantized layers to the
     int8 engine. Raises :class:`ModelError` naming the node for a model ortquant cannot run.
     """
-    proto, _changed = apply_pipeline(_load(model), PrepareOptions(exact=exact, integer=integer))
+    options = PrepareOptions(exact=exact, integer=integer)
+    proto, changed = apply_pipeline(load_model(model), options)
+    _warn_if_nothing_lowered(options, changed, model)
     return proto
+
+
+def _warn_if_nothing_lowered(options: PrepareOptions, changed: Sequence[str], source: object) -> None:
+    if not options.integer or "lower_integer" in changed:
+        return
+    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "MODEL.onnx"
+    warnings.warn(
+        f"integer=True: no layer of {'the model' if name == 'MODEL.onnx' else name} was lowered to the integer "
+        f"engine, so it runs in float as without integer=True; `ortquant check --integer {name}` says why for "
+        "each Conv/MatMul/Gemm layer",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def uses_external_data(model: onnx.ModelProto) -> bool:
@@ -77,45 +141,139 @@ def exact_session_options(so: Any) -> Any:
     return so
 
 
+# The keywords onnxruntime.InferenceSession reads from its **kwargs (onnxruntime_inference_collection.py);
+# anything else it silently ignores, which would hide a typo such as ``interger=True``.
+_ORT_SESSION_KWARGS = frozenset({"enable_fallback", "read_config_from_model", "disabled_optimizers"})
+_OUR_KWARGS = ("sess_options", "providers", "provider_options", "exact", "integer", *sorted(_ORT_SESSION_KWARGS))
+
+
+def _check_kwargs(kwargs: dict[str, Any]) -> None:
+    unknown = [k for k in kwargs if k not in _ORT_SESSION_KWARGS]
+    if not unknown:
+        return
+    key = unknown[0]
+    close = difflib.get_close_matches(key, _OUR_KWARGS, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise TypeError(
+        f"InferenceSession() got an unexpected keyword argument {key!r}{hint}; it accepts {', '.join(_OUR_KWARGS)}"
+    )
+
+
+# Ops ortquant knows but deliberately does not run, with the reason.
+NOT_SUPPORTED = {
+    "GenericPartition": "GenericPartition is not supported: it executes another model file named by an attribute",
+    "LayerNormInt": "LayerNormInt is not supported: linger 1.1.1 itself cannot run it (no reference semantics)",
+}
+
+
+def unsupported_op_hint(domain: str, op_type: str, opset: int | None = None) -> str:
+    """What ortquant offers instead of ``domain::op_type``, which it has no kernel for (one sentence)."""
+    from ortquant._library import supported_ops
+
+    if op_type in NOT_SUPPORTED:
+        return NOT_SUPPORTED[op_type]
+    try:
+        supported = supported_ops()
+    except OSError as e:
+        return f"ortquant's library cannot be loaded to list its ops ({e})"
+    shown = domain or "ai.onnx"
+    if (domain, op_type) in supported:
+        at = f" at the opset version the model imports ({opset})" if opset is not None else ""
+        return f"ortquant provides {shown}::{op_type}, but not{at}; docs/ops.md lists the versions"
+    domains = sorted({d for d, _ in supported})
+    elsewhere = sorted(d for d, o in supported if o == op_type)
+    if elsewhere:
+        return f"ortquant provides {op_type} in domain {', '.join(elsewhere)}, not in {shown}"
+    if domain in domains:
+        ops = sorted(o for d, o in supported if d == domain)
+        return f"ortquant's domain {domain} has no op {op_type}; it has {', '.join(ops)}"
+    return (
+        f"neither onnxruntime nor ortquant provides the domain {shown!r}; ortquant's domains are "
+        f"{', '.join(domains)} (ortquant.supported_ops() lists every op)"
+    )
+
+
+_UNREGISTERED = re.compile(r"([\w.\-]*):([\w.\-]+)\((-?\d+)\) is not a registered function/op")
+
+
+def _node_label(node: onnx.NodeProto) -> str:
+    return node.name or (node.output[0] if node.output else "<unnamed>")
+
+
+def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
+    """onnxruntime's error, with the node and what ortquant supports when it names an op nobody registered."""
+    message = str(error)
+    m = _UNREGISTERED.search(message)
+    if m is None:
+        return error
+    domain, op_type = m.group(1), m.group(2)
+    canon = {"ai.onnx": ""}
+    nodes = [
+        n
+        for n in _util.all_nodes(model.graph)
+        if canon.get(n.domain, n.domain) == canon.get(domain, domain) and n.op_type == op_type
+    ]
+    opset = _util.opset_version(model, domain)
+    where = f" (node {', '.join(repr(_node_label(n)) for n in nodes[:5])})" if nodes else ""
+    try:
+        return type(error)(f"{message}{where}: {unsupported_op_hint(domain, op_type, opset)}")
+    except Exception:  # an exception type that takes other arguments: keep onnxruntime's own
+        return error
+
+
 def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     model: str | os.PathLike[str] | bytes | onnx.ModelProto,
     sess_options: Any = None,
     providers: Sequence[Any] | None = None,
+    provider_options: Sequence[dict[Any, Any]] | None = None,
     *,
     exact: bool = False,
     integer: bool = False,
     **kwargs: Any,
-) -> Any:
+) -> onnxruntime.InferenceSession:
     """Create an ``onnxruntime.InferenceSession`` with ortquant's ops registered.
 
     ``model`` is a path, serialized bytes or a ModelProto. The model goes through :func:`prepare_model` first.
     ``sess_options`` is an ``onnxruntime.SessionOptions`` (a new one if None); ``providers`` defaults to CPU.
+    ``provider_options`` and the keywords onnxruntime's own ``InferenceSession`` reads (``enable_fallback``,
+    ``read_config_from_model``, ``disabled_optimizers``) are passed on; any other keyword raises ``TypeError``.
     ``exact`` and ``integer`` are passed to :func:`prepare_model`; ``exact=True`` reproduces qonnx's op-by-op
     float results bit for bit (docs/ops.md, "exact=True"; it sets the optimization level of ``sess_options``).
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the
     model, onnxruntime gets the path itself (no protobuf round trip, models over 2 GB work); otherwise it gets the
-    rewritten graph and reads the external data from the model's folder.
+    rewritten graph and reads the external data from the model's folder. A file that is missing, empty, cut off or
+    not an ONNX model raises :class:`ModelError` naming it.
     """
-    from ortquant._library import import_onnxruntime  # issue 12: a clear ImportError without onnxruntime
+    _check_kwargs(kwargs)
+    from ortquant._library import import_onnxruntime  # a clear ImportError without onnxruntime
 
     ort = import_onnxruntime()
+
+    options = PrepareOptions(exact=exact, integer=integer)
+    proto = load_model(model, load_external_data=False) if isinstance(model, (str, os.PathLike)) else load_model(model)
+    prepared, changed = apply_pipeline(proto, options)
+    _warn_if_nothing_lowered(options, changed, model)
 
     so = sess_options if sess_options is not None else ort.SessionOptions()
     if exact:
         exact_session_options(so)
     register(so)
     providers = list(providers) if providers is not None else ["CPUExecutionProvider"]
-    options = PrepareOptions(exact=exact, integer=integer)
-    if isinstance(model, (str, os.PathLike)):
-        path = os.fspath(model)
-        proto = onnx.load(path, load_external_data=False)
-        prepared, _changed = apply_pipeline(proto, options)
-        if prepared is proto:
-            return ort.InferenceSession(path, sess_options=so, providers=providers, **kwargs)
-        if uses_external_data(prepared):
-            folder = os.path.dirname(os.path.abspath(path))
+    if provider_options is not None:
+        kwargs["provider_options"] = provider_options
+    source: str | bytes
+    if isinstance(model, (str, os.PathLike)) and prepared is proto:
+        source = os.fspath(model)
+    else:
+        if isinstance(model, (str, os.PathLike)) and uses_external_data(prepared):
+            folder = os.path.dirname(os.path.abspath(os.fspath(model)))
             so.add_session_config_entry(_EXTERNAL_FOLDER_KEY, folder)
-        return ort.InferenceSession(prepared.SerializeToString(), sess_options=so, providers=providers, **kwargs)
-    proto = prepare_model(model, exact=exact, integer=integer)
-    return ort.InferenceSession(proto.SerializeToString(), sess_options=so, providers=providers, **kwargs)
+        source = prepared.SerializeToString()
+    try:
+        return ort.InferenceSession(source, sess_options=so, providers=providers, **kwargs)
+    except Exception as e:
+        explained = _explained(e, prepared)
+        if explained is e:
+            raise
+        raise explained from e

@@ -13,13 +13,20 @@ from ortquant import _C
 detected_isa = _C.detected_isa
 active_isa = _C.active_isa
 
-# The kernel paths, from the least to the most capable; a path needs every feature of the ones before it.
-ISAS = ("scalar", "avx2", "avx512", "avx512vnni")
+# The kernel paths, from the least to the most capable ("avxvnni": the avx2 path with the AVX-VNNI GEMM kernel).
+ISAS = ("scalar", "avx2", "avxvnni", "avx512", "avx512vnni")
 
 
 def supported_isas() -> list[str]:
-    """The kernel paths this CPU can run, scalar first (``set_isa`` accepts exactly these, and ``""``)."""
-    return list(ISAS[: ISAS.index(detected_isa()) + 1])
+    """The kernel paths :func:`set_isa` accepts here, scalar first: those this CPU has (plus, in a test build that
+    emulates the instruction sets the CPU lacks, the emulated ones)."""
+    available = getattr(_C, "available_isas", None)
+    if available is not None:
+        return list(available())
+    return [i for i in ISAS if i != "avxvnni" and ISAS.index(i) <= ISAS.index(detected_isa())]
+
+
+available_isas = supported_isas
 
 
 def set_isa(name: str) -> None:

@@ -541,7 +541,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     # Written next to the output under a temporary name, checked, then renamed: a failed check leaves nothing.
-    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".tmp")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{out.name}.", suffix=".tmp")
+    except OSError as e:
+        raise UsageError(f"cannot write {out}: {e.strerror or e}") from e
     os.close(fd)
     tmp = Path(tmp_name)
     data = folder / (out.name + ".data")

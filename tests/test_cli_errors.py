@@ -287,7 +287,10 @@ def test_check_does_not_call_folded_values_contradictions():
     r = cli("check", CNN)
     assert r.returncode == 0, r.stderr
     assert "contradicts" not in r.stdout
-    assert "4 value(s) computed once and stored as initializers" in r.stdout
+    assert "4 initializer(s) added" in r.stdout  # the four folded weight quantizers
+    r = cli("check", "--integer", CNN)  # three layers lowered: their quantizers' declarations go with them
+    assert r.returncode == 0, r.stderr
+    assert "contradicts" not in r.stdout and "declared value type(s) removed with their nodes" in r.stdout
 
 
 def test_check_json(tmp_path):

@@ -267,7 +267,7 @@ def describe_changes(before: onnx.ModelProto, after: onnx.ModelProto) -> list[st
                 f"{onnx.TensorProto.DataType.Name(types_after[name])}"
             )
     if folded:
-        lines.append(f"{len(folded)} value(s) computed once and stored as initializers")
+        lines.append(f"{len(folded)} initializer(s) added")
     if gone:
         lines.append(f"{gone} declared value type(s) removed with their nodes")
     added_imports = {i.domain for i in after.opset_import} - {i.domain for i in before.opset_import}

@@ -41,7 +41,7 @@ lint: venv
 	$(VENV)/bin/ruff check python tests bench models
 	$(VENV)/bin/ruff format --check python tests bench models
 
-# ---- issue 12: release wheel (manylinux_2_28, zig), tests on the installed wheel, onnxruntime matrix -------------
+# ---- release wheel (manylinux_2_28, zig), tests on the installed wheel, onnxruntime matrix -----------------------
 # The interpreter the wheel is for (one wheel per CPython: _C is a pybind11 module). PY ?= python3 above.
 ORT_PINNED := $(shell sed -n 's/^onnxruntime==//p' requirements-dev.txt)
 ORT_MATRIX := $(shell grep -v '^\#' tools/ort_matrix.txt)
@@ -57,12 +57,12 @@ wheel-test: wheel
 # The conformance tests against each onnxruntime of tools/ort_matrix.txt, each in its own venv
 ort-matrix: wheel
 	set -e; for v in $(ORT_MATRIX); do tools/test_wheel.sh $(PY) dist $$v conformance; done
-# ---- end issue 12 ------------------------------------------------------------------------------------------------
+# ---- end of the release wheel section ----------------------------------------------------------------------------
 
 clean:
 	rm -rf $(BUILD) dist python/ortquant/*.so
 
-# ---- serving and scale-out (issue 13): Triton replay on every onnxruntime Triton ships, PyTriton, Ray ----------
+# ---- serving and scale-out: Triton replay on every onnxruntime Triton ships, PyTriton, Ray -----------------------
 # `make test-serving` runs the three; each step prints its wall time. Downloads are cached: the onnxruntime releases
 # in ~/.cache/ortquant/ort-libs (ORTQUANT_ORT_LIBS_DIR), the PyTriton and Ray venvs in $(SERVING_VENVS).
 SERVING_VENVS ?= $(HOME)/.cache/ortquant/venvs
@@ -101,7 +101,7 @@ test-ray: build $(RAY_STAMP)
 
 test-serving:
 	$(call timed,test-serving,1800,$(MAKE) --no-print-directory test-ort-versions test-pytriton test-ray)
-# ---- hardening (issue 9): fuzz campaigns and the sanitizer run -----------------------------------------------
+# ---- hardening: fuzz campaigns and the sanitizer run ----------------------------------------------------------
 # `make fuzz N=50000 SEED=1`: a fuzz campaign (tests/fuzz), report in fuzz-report.json; exit 1 on a bad outcome.
 N ?= 10000
 SEED ?= 1

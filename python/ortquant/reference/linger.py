@@ -1,4 +1,4 @@
-"""numpy reference of the linger / thinker ops of issue 3, written from the specs (linger.md sections 0-2,
+"""numpy reference of the linger / thinker ops, written from the specs (linger.md sections 0-2,
 linger-extra.md, decisions 11-15), independent of the C++.
 
 Integers are computed in int64, the luna rounding ``floor(v * r + 1/2)`` in float64 (exact for the power-of-two

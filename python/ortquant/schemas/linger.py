@@ -1,4 +1,4 @@
-"""ONNX schemas of the linger / thinker ops of issue 3, registered in ``thinker`` (what linger writes) and
+"""ONNX schemas of the linger / thinker ops, registered in ``thinker`` (what linger writes) and
 ``onnxinfer`` (the seed's runtime domain), so ``onnx.checker`` (full check) and shape inference accept and type
 linger models.
 
@@ -145,7 +145,7 @@ def _avgpool_infer(ctx: onnx.shape_inference.InferenceContext) -> None:
 
 
 def ops() -> list[Op]:
-    """The linger op schemas of issue 3."""
+    """The linger op schemas."""
     scale_xyo = [_req_float("scale_x"), _req_float("scale_y"), _req_float("scale_o"), _platform()]
     bn_attrs = [
         Attr("data_bits", AttrType.INT, 8),
@@ -401,7 +401,7 @@ def ops() -> list[Op]:
 
 
 def register() -> None:
-    """Register the linger (issue 3) schemas in the thinker and onnxinfer domains (idempotent)."""
+    """Register the linger schemas in the thinker and onnxinfer domains (idempotent)."""
     register_ops(ops(), DOMAINS)
 
 

@@ -29,7 +29,7 @@ namespace {
 const std::vector<const char*> kQonnxDomains = {"qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas"};
 const std::vector<const char*> kNgraphDomains = {"ngraph"};
 const std::vector<const char*> kLingerDomains = {"thinker", "onnxinfer"};
-const std::vector<const char*> kIntegerDomains = {"ortquant.integer"};  // integer mode (issue 10)
+const std::vector<const char*> kIntegerDomains = {"ortquant.integer"};  // integer mode
 
 // An op name with one OpSpec (make), or with several OpSpecs that differ only in types (make_all: onnxruntime
 // picks among them by input types, ort-custom-ops.md 1.2).
@@ -114,7 +114,7 @@ const std::vector<Entry>& table() {
       {&kLingerDomains, "GRUInt_Is8_Is64", &linger_gru_spec_f32},
       {&kLingerDomains, "GRUInt_Is8_Is64_If32", &linger_gru_spec},
       {&kLingerDomains, "GRUInt_Is8_Is64_If32", &linger_gru_spec_f32},
-      // linger matrix ops (issue 4): overloads by output type, the int8 one first.
+      // linger matrix ops: overloads by output type, the int8 one first.
       {&kLingerDomains, "LinearInt", &linear_int_spec},
       {&kLingerDomains, "LinearInt", &linear_int_spec_i16},
       {&kLingerDomains, "LinearInt", &linear_int_spec_i32},
@@ -137,7 +137,7 @@ const std::vector<Entry>& table() {
       {&kLingerDomains, "ConvTranspose2dInt", &conv_transpose2d_int_spec_f32},
       {&kNgraphDomains, "Quantize", &ngraph_quantize_specs},
       {&kNgraphDomains, "Dequantize", &ngraph_dequantize_specs},
-      // integer mode (issue 10): QONNX quantized layers lowered by transforms/lower_integer.py.
+      // integer mode: QONNX quantized layers lowered by transforms/lower_integer.py.
       {&kIntegerDomains, "QConv", &qconv_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
       {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
@@ -157,7 +157,7 @@ Registry* g_registry = nullptr;  // deliberately leaked (see -z nodelete in CMak
 // The oldest onnxruntime ortquant runs on (docs/ops.md, "Supported onnxruntime"). Older releases lack what the
 // library relies on: API 17 for KernelContext_ParallelFor and the shape-inference hook, and a runtime that
 // honours the output types the hook declares when several kernels of one op differ only in output type (linger
-// o_bits 16/32, float outputs): on 1.17 and 1.18 such models fail to load with misleading type errors (issue 9).
+// o_bits 16/32, float outputs): on 1.17 and 1.18 such models fail to load with misleading type errors.
 constexpr uint32_t kMinOrtMajor = 1, kMinOrtMinor = 19;
 constexpr const char* kMinOrtText = "1.19";
 

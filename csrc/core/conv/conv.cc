@@ -138,7 +138,7 @@ void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const
     // Phase q's column x reads input column x*sw + q - pl: the valid x are ceil((pl - q) / sw) ..
     // floor((w - 1 + pl - q) / sw). Both divisions round toward -infinity/+infinity explicitly: the numerators are
     // negative when sw > w + pl (a narrow input with a large stride), and C++ '/' truncates toward zero, which
-    // would admit one column that does not exist (a heap over-read, issue 9).
+    // would admit one column that does not exist (a heap over-read).
     first[q] = std::clamp<int64_t>(ceil_div(a.pl - q, sw, "conv phase columns"), 0, cols);
     end[q] = std::max(first[q], std::min(cols, floor_div(w - 1 + a.pl - q, sw, "conv phase columns") + 1));
   }
@@ -238,7 +238,7 @@ ConvAlgo Conv2d::algo(Kernel kernel, ConvAlgo algo) const {
   if (!dwn_) return ConvAlgo::kPlanes;
   if (algo == ConvAlgo::kAuto) algo = forced_;
   if (algo != ConvAlgo::kAuto) return algo;
-  // Measured on AVX2 (BENCHMARKS.md, issue 11): the channels-last kernel wins on every depthwise layer with at
+  // Measured on AVX2 (BENCHMARKS.md): the channels-last kernel wins on every depthwise layer with at
   // least 8 channels. The AVX-512 plane kernel (16 output columns per zmm) was not measured against it: kept.
   const Kernel k = gemm::resolve_kernel(kernel);
   const bool vec = k == Kernel::kAvx2 || k == Kernel::kAvxVnni;

@@ -1,4 +1,4 @@
-// Integer execution of QONNX quantized layers (integer mode, issue 10): the activation quantizer of a
+// Integer execution of QONNX quantized layers (integer mode): the activation quantizer of a
 // Conv / MatMul / Gemm runs in-kernel and produces integer codes, the layer runs on the int8 GEMM engine with
 // weight codes prepared once, the int32 sum is exact, and one float64 rescale per output channel gives float32.
 //

@@ -1,4 +1,4 @@
-// Binary-weight integer-mode layers on bit kernels (issue 10): a QConv or QGemm whose weight codes are all -1 or
+// Binary-weight integer-mode layers on bit kernels: a QConv or QGemm whose weight codes are all -1 or
 // +1 (BipolarQuant weights, FINN's 1W*A layers) computes its exact sums from bits instead of int8 multiply-adds:
 //   - XNOR-popcount when the activation quantizer is bipolar (BipolarQuant, or signed 1-bit Quant: 1W1A);
 //   - bit-serial AND-popcount when the activation's stored codes c (QConv/QGemm's nonneg_codes: c = a - offset,

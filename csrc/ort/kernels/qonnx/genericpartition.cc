@@ -19,8 +19,8 @@ OpSpec genericpartition_spec(const std::string& name) {
                 " through qonnx's executor; inline the partition's nodes into the graph instead");
   };
   // Declares every output float32 of unknown shape, so that onnxruntime's type inference accepts a graph whose
-  // outputs carry no type (issue 9) and session creation reaches the factory above and its message. The number
-  // of outputs is not in the inference context: declare until onnxruntime refuses the index.
+  // outputs carry no type (a malformed model) and session creation reaches the factory above and its message. The
+  // number of outputs is not in the inference context: declare until onnxruntime refuses the index.
   s.infer = [](const InferContext& ctx) {
     for (size_t i = 0; i < 4096; ++i) {
       InferContext::Dims d;

@@ -23,6 +23,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,8 +76,9 @@ def _child(model_bytes: bytes, feeds_blob: bytes, node_names: list[str], lib: st
         return "error", msg[:300]
 
 
-def _run_in_child(args: tuple[bytes, bytes, list[str], str], mem_bytes: int) -> tuple[int, int]:
-    """Forks; returns (pid, read fd of the result pipe)."""
+def _run_in_child(args: tuple, mem_bytes: int, child: Callable[..., tuple[str, str]] = _child) -> tuple[int, int]:
+    """Forks and runs ``child(*args)`` there (it returns (class, detail)); returns (pid, read fd of the result
+    pipe)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
@@ -90,7 +92,7 @@ def _run_in_child(args: tuple[bytes, bytes, list[str], str], mem_bytes: int) -> 
             if not UNDER_ASAN:  # sanitizer reports (stderr) stay visible
                 os.dup2(devnull, 2)
             try:
-                res = _child(*args)
+                res = child(*args)
             except BaseException as e:
                 res = ("harness", repr(e)[:500])
             os.write(w, json.dumps(res).encode()[:60000])
@@ -154,6 +156,38 @@ def run_campaign(
     if not mutations:
         n_cases = len(all_seeds)
     mem = int(mem_gib * (1 << 30))
+
+    def cases() -> Iterator[tuple[str, tuple, list[str]] | Outcome]:
+        for i in range(n_cases):
+            if mutations:
+                name, c = make_case(rng, all_seeds, vocab, ops)
+            else:
+                name, c = all_seeds[i][0], mutate.Case(all_seeds[i][1], all_seeds[i][2], vocab, ops)
+            names = [n.name for n in c.model.graph.node]
+            try:
+                blob = c.model.SerializeToString()
+                fblob = _serialize_feeds(c.feeds)
+            except Exception as e:
+                yield Outcome(i, name, "skipped", repr(e)[:200], c.log)
+                continue
+            yield name, (blob, fblob, names, lib), c.log
+
+    return run_forked(cases(), n_cases, _child, jobs, timeout, mem, progress, partial_out)
+
+
+def run_forked(
+    cases: Iterator[tuple[str, tuple, list[str]] | Outcome],
+    n_cases: int,
+    child: Callable[..., tuple[str, str]],
+    jobs: int,
+    timeout: float,
+    mem: int,
+    progress: bool = False,
+    partial_out: str | None = None,
+) -> list[Outcome]:
+    """Runs each case ``(seed name, args, mutation log)`` as ``child(*args)`` in a forked child (at most ``jobs`` at
+    a time, memory cap ``mem`` bytes, killed after ``timeout`` s); an Outcome from ``cases`` is recorded as it is.
+    Returns one Outcome per case, in case order."""
     out: list[Outcome | None] = [None] * n_cases
     running: dict[int, tuple[int, int, float, str, list[str]]] = {}  # pid -> (index, fd, start, seed, log)
     chunks: dict[int, list[bytes]] = {}
@@ -162,21 +196,15 @@ def run_campaign(
     done = 0
     while done < n_cases:
         while nxt < n_cases and len(running) < jobs:
-            if mutations:
-                name, c = make_case(rng, all_seeds, vocab, ops)
-            else:
-                name, c = all_seeds[nxt][0], mutate.Case(all_seeds[nxt][1], all_seeds[nxt][2], vocab, ops)
-            names = [n.name for n in c.model.graph.node]
-            try:
-                blob = c.model.SerializeToString()
-                fblob = _serialize_feeds(c.feeds)
-            except Exception as e:
-                out[nxt] = Outcome(nxt, name, "skipped", repr(e)[:200], c.log)
+            item = next(cases)
+            if isinstance(item, Outcome):
+                out[nxt] = item
                 nxt += 1
                 done += 1
                 continue
-            pid, fd = _run_in_child((blob, fblob, names, lib), mem)
-            running[pid] = (nxt, fd, time.time(), name, c.log)
+            name, args, log = item
+            pid, fd = _run_in_child(args, mem, child)
+            running[pid] = (nxt, fd, time.time(), name, log)
             chunks[pid] = []
             nxt += 1
         if not running:

@@ -160,3 +160,20 @@ def tensor_array(t: TensorProto, node: onnx.NodeProto | None = None, what: str =
 
 
 _PACKED_4BIT = tuple(getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(TensorProto, n))
+
+
+def standard_node_problem(node: onnx.NodeProto, model: onnx.ModelProto) -> str | None:
+    """Why onnxruntime would refuse a default-domain node against the ONNX schema at the model's opset (input and
+    output counts, unknown attributes, attribute types), or None. A transform that folds such a node away checks
+    this first: onnxruntime never sees the folded node, so it could not refuse it."""
+    opset = next((int(i.version) for i in model.opset_import if i.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return "the model does not import the default domain"
+    ctx = onnx.checker.C.CheckerContext()
+    ctx.ir_version = int(model.ir_version) or onnx.IR_VERSION
+    ctx.opset_imports = {"": opset}
+    try:
+        onnx.checker.check_node(node, ctx)
+    except (onnx.checker.ValidationError, onnx.defs.SchemaError) as e:
+        return f"{node_label(node)}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    return None

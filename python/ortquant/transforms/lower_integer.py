@@ -313,6 +313,8 @@ def _fold_bn(g: _Graph, out: str, s: np.ndarray, b: np.ndarray) -> tuple[np.ndar
         return None
     if len(bn.input) != 5 or not all(bn.input) or bn.input[0] != out:
         return None
+    if _read.standard_node_problem(bn, g.model) is not None:
+        return None
     try:
         if _read.attr_int(bn, "training_mode", 0) or _read.attr_int(bn, "spatial", 1) != 1:
             return None
@@ -360,6 +362,9 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     n_max = 2 if op == "MatMul" else 3
     if not 2 <= len(node.input) <= n_max or not node.input[0] or not node.input[1]:
         raise _SkipError(f"the node does not have 2{'' if n_max == 2 else ' or 3'} inputs")
+    problem = _read.standard_node_problem(node, g.model)
+    if problem is not None:  # onnxruntime refuses the node: the float path reports it
+        raise _SkipError(problem)
     act, x_float, chain, _qnode = _activation(g, node.input[0])
     attrs: dict[str, object] = dict(act)
     bias_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
@@ -423,6 +428,7 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         and list(relu.input) == [out_name]
         and len(relu.output) == 1
         and relu.output[0]
+        and _read.standard_node_problem(relu, g.model) is None
     ):
         attrs["relu"] = 1
         out_name = relu.output[0]

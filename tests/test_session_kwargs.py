@@ -101,6 +101,8 @@ def test_files_that_are_not_models_raise_model_error_naming_the_file(tmp_path):
     (tmp_path / "text.onnx").write_text("not a model\n")
     data = CNN.read_bytes()
     (tmp_path / "truncated.onnx").write_bytes(data[: len(data) // 3])
+    _quant_model(tmp_path / "q.onnx")  # its scale "s" (node input, initializer) becomes the byte 0xe6, not UTF-8
+    (tmp_path / "bad_utf8.onnx").write_bytes((tmp_path / "q.onnx").read_bytes().replace(b"\n\x01s", b"\n\x01\xe6"))
     got = fresh(
         """
         cases = {
@@ -112,6 +114,7 @@ def test_files_that_are_not_models_raise_model_error_naming_the_file(tmp_path):
             "prepare_truncated": (ortquant.prepare_model, "truncated.onnx"),
             "bytes_empty": (ortquant.prepare_model, b""),
             "bytes_cut": (ortquant.InferenceSession, open("truncated.onnx", "rb").read()),
+            "bad_utf8": (ortquant.InferenceSession, "bad_utf8.onnx"),
         }
         print(json.dumps({k: error(fn, arg) for k, (fn, arg) in cases.items()}))
         """,
@@ -126,6 +129,7 @@ def test_files_that_are_not_models_raise_model_error_naming_the_file(tmp_path):
         "prepare_truncated": ("truncated.onnx", "cut off"),
         "bytes_empty": ("the model bytes", "empty (0 bytes)"),
         "bytes_cut": ("the model bytes", "cut off"),
+        "bad_utf8": ("bad_utf8.onnx", "a string field is not UTF-8: input b'\\xe6'"),
     }
     for case, (name, cause) in expected.items():
         e = got[case]

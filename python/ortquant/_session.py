@@ -45,11 +45,34 @@ def _describe(source: str | os.PathLike[str] | bytes) -> str:
     return "the model bytes" if isinstance(source, bytes) else os.fspath(source)
 
 
+def _bad_string(message: Any) -> str | None:
+    """The first string field of ``message`` or its sub-messages that is not UTF-8 (protobuf hands such a field
+    over as bytes, or raises UnicodeDecodeError, and onnx fails on it later), as "field b'...'"; tensor data is not
+    read."""
+    for field, value in message.ListFields():
+        if field.type == field.TYPE_MESSAGE:
+            for item in [value] if hasattr(value, "ListFields") else value:  # one message, or a repeated field
+                bad = _bad_string(item)
+                if bad is not None:
+                    return bad
+        elif field.type == field.TYPE_STRING:
+            for item in [value] if isinstance(value, (str, bytes)) else value:
+                if isinstance(item, bytes):
+                    return f"{field.name} {item[:60]!r}"
+    return None
+
+
 def _check_parsed(model: onnx.ModelProto, name: str, size: int) -> onnx.ModelProto:
     if size == 0:
         raise ModelError(f"{name}: empty (0 bytes), not an ONNX model")
     if not model.HasField("graph"):
         raise ModelError(f"{name}: not an ONNX model (no graph in it: another protobuf message, or not an .onnx file)")
+    try:
+        bad = _bad_string(model)
+    except UnicodeDecodeError as e:
+        bad = e.reason
+    if bad is not None:
+        raise ModelError(f"{name}: a corrupt ONNX model (a string field is not UTF-8: {bad})")
     return model
 
 

@@ -31,6 +31,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CNN = ROOT / "models" / "cnn_w4a4.onnx"
+# A model as most QONNX exports are (batch 1 fixed, a Reshape [1, -1]); the bundled CNN when the corpus is absent.
+_TFC = ROOT.parent / "shared" / "conformance" / "realworld" / "zoo_tfc_1w1a_dom.onnx"
+FIXED_BATCH = _TFC if _TFC.is_file() else CNN
 
 RUN_LANGS = {"python": "python", "py": "python", "sh": "sh", "bash": "sh", "shell": "sh"}
 NO_RUN = re.compile(r"<!--\s*snippet:\s*no-run\s*\((?P<reason>[^)]+)\)\s*-->")
@@ -50,6 +53,13 @@ SUBSTITUTIONS: list[tuple[str, str, dict[str, str], str, str]] = [
         {'"model.onnx"': repr(str(CNN))},
         "",
         "the text's model.onnx: the bundled CNN (it needs no rewrite, so a plain session loads it)",
+    ),
+    (
+        "README.md",
+        'set_batch_size(onnx.load("model.onnx"), None)',
+        {'"model.onnx"': repr(str(FIXED_BATCH))},
+        "",
+        "the text's model.onnx: a published QONNX model with a fixed batch of 1 (FINN's TFC), or the bundled CNN",
     ),
 ]
 

@@ -169,3 +169,16 @@ def test_integer_mode_that_lowers_nothing_warns(tmp_path):
     category, message, filename = got[0]
     assert category == "RuntimeWarning" and filename == "<string>"  # attributed to the caller's line
     assert str(path) in message and f"ortquant check --integer {path}" in message
+
+
+def test_an_op_missing_from_the_imported_opset_names_the_unnamed_node(tmp_path):
+    vi = helper.make_tensor_value_info
+    node = helper.make_node("Gelu", ["x"], ["y"])  # Gelu is in ai.onnx from opset 20; the model imports 13
+    graph = helper.make_graph([node], "g", [vi("x", 1, [3])], [vi("y", 1, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "gelu.onnx")
+    got = fresh("print(json.dumps(error(ortquant.InferenceSession, 'gelu.onnx')))", tmp_path)
+    assert got is not None and got["type"] == "InvalidGraph"
+    assert "No Op registered for Gelu" in got["message"]
+    assert got["message"].endswith("(the unnamed ai.onnx::Gelu node computing 'y')")

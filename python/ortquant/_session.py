@@ -223,23 +223,32 @@ def _node_label(node: onnx.NodeProto) -> str:
     return node.name or (node.output[0] if node.output else "<unnamed>")
 
 
+_NO_OP = re.compile(r'In Node, \("", ([\w.\-]+), "([^"]*)", -?\d+\) : \(.*?\) -> \("([^"]*)"')
+
+
 def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
-    """onnxruntime's error, with the node and what ortquant supports when it names an op nobody registered."""
+    """onnxruntime's error, with the node and what ortquant supports when it names an op nobody registered, and with
+    the unnamed node it means named by its first output."""
     message = str(error)
     m = _UNREGISTERED.search(message)
-    if m is None:
-        return error
-    domain, op_type = m.group(1), m.group(2)
-    canon = {"ai.onnx": ""}
-    nodes = [
-        n
-        for n in _util.all_nodes(model.graph)
-        if canon.get(n.domain, n.domain) == canon.get(domain, domain) and n.op_type == op_type
-    ]
-    opset = _util.opset_version(model, domain)
-    where = f" (node {', '.join(repr(_node_label(n)) for n in nodes[:5])})" if nodes else ""
+    if m is not None:
+        domain, op_type = m.group(1), m.group(2)
+        canon = {"ai.onnx": ""}
+        nodes = [
+            n
+            for n in _util.all_nodes(model.graph)
+            if canon.get(n.domain, n.domain) == canon.get(domain, domain) and n.op_type == op_type
+        ]
+        opset = _util.opset_version(model, domain)
+        where = f" (node {', '.join(repr(_node_label(n)) for n in nodes[:5])})" if nodes else ""
+        text = f"{message}{where}: {unsupported_op_hint(domain, op_type, opset)}"
+    else:
+        m = _NO_OP.search(message)
+        if m is None:
+            return error
+        text = f"{message} (the unnamed {m.group(2) or 'ai.onnx'}::{m.group(1)} node computing {m.group(3)!r})"
     try:
-        return type(error)(f"{message}{where}: {unsupported_op_hint(domain, op_type, opset)}")
+        return type(error)(text)
     except Exception:  # an exception type that takes other arguments: keep onnxruntime's own
         return error
 

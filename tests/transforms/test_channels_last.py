@@ -135,3 +135,49 @@ def test_unknown_channels_last_op_is_a_clear_error():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(CHANNELS_LAST, 1)])
     with pytest.raises(ortquant.transforms.ModelError, match="Gemm node 'g'"):
         rewrite_channels_last(model)
+
+
+def test_channels_last_attributes_are_passed_as_they_are():
+    """An empty list (strides=[]) used to crash the rewrite in onnx.helper.make_node; it now reaches the standard
+    Conv unchanged, for onnxruntime to judge, naming the node."""
+    model = _nhwc_block()
+    conv = next(n for n in model.graph.node if n.name == "conv")
+    strides = next(a for a in conv.attribute if a.name == "strides")
+    del strides.ints[:]
+    out = rewrite_channels_last(model)
+    std = next(n for n in out.graph.node if n.name == "conv")
+    assert std.domain == "" and next(a for a in std.attribute if a.name == "strides").ints == []
+
+
+def test_channels_last_node_without_inputs_is_a_clear_error():
+    model = _nhwc_block()
+    del next(n for n in model.graph.node if n.name == "pool").input[:]
+    with pytest.raises(ortquant.transforms.ModelError, match="MaxPool node 'pool': input 0"):
+        rewrite_channels_last(model)
+
+
+def test_channels_last_truncated_weight_is_a_clear_error():
+    model = _nhwc_block()
+    w = next(t for t in model.graph.initializer if t.name == "w")
+    w.raw_data = w.raw_data[:-5]
+    with pytest.raises(ortquant.transforms.ModelError, match=r"Conv node 'conv'.*initializer 'w'.*raw data"):
+        rewrite_channels_last(model)
+    with pytest.raises(ortquant.transforms.ModelError, match="Conv node 'conv'"):
+        ortquant.prepare_model(model)
+
+
+def test_channels_last_weight_of_another_rank_is_a_clear_error():
+    model = _nhwc_block()
+    w = next(t for t in model.graph.initializer if t.name == "w")
+    w.CopyFrom(numpy_helper.from_array(np.ones((8, 27), np.float32), "w"))
+    with pytest.raises(ortquant.transforms.ModelError, match="Conv node 'conv': the weight 'w' has rank 2"):
+        rewrite_channels_last(model)
+
+
+def test_unnamed_channels_last_node_is_named_by_its_output():
+    model = _nhwc_block()
+    pool = next(n for n in model.graph.node if n.name == "pool")
+    pool.name = ""
+    pool.output.append("indices")
+    with pytest.raises(ortquant.transforms.ModelError, match="MaxPool node 'y'"):
+        rewrite_channels_last(model)

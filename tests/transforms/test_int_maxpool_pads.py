@@ -119,3 +119,51 @@ def test_float_maxpool_is_left_alone():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     assert rewrite_int_maxpool_pads(model) is model
+
+
+def _float_pool(**attrs: object) -> onnx.ModelProto:
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool")
+    node.attribute.extend(helper.make_attribute(k, v) for k, v in attrs.items())
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": 2, "pads": [0, 0, 2, 2]},  # an INT, not INTS
+        {"kernel_shape": [2, 2], "pads": 2},
+        {"kernel_shape": [2, 2], "pads": [0, 0, 2, 2], "dilations": 1},
+        {"kernel_shape": [2, 2], "pads": [0, 0, 2, 2], "auto_pad": b"\xff"},
+        {"kernel_shape": "2", "pads": [0, 0, 2, 2]},
+    ],
+)
+def test_malformed_maxpool_is_left_for_onnxruntime_to_refuse(attrs):
+    """A MaxPool whose attributes the rewrite does not understand is not its business: it stays as it is, and
+    onnxruntime refuses it in both modes, naming it (before, `list(2)` raised a TypeError for every model with such
+    a node)."""
+    model = _float_pool(**attrs)
+    assert rewrite_int_maxpool_pads(model) is model
+    for integer in (False, True):
+        with pytest.raises(ORT_ERRORS) as e:
+            ortquant.InferenceSession(model, integer=integer)
+        if "auto_pad" not in attrs:  # onnxruntime's own auto_pad parser names no node
+            assert "pool" in str(e.value), str(e.value)
+
+
+def test_malformed_int8_maxpool_is_left_as_it_is():
+    model = _with_pool((2, 3), (2, 3), (0, 1, 1, 3))
+    pool = next(n for n in model.graph.node if n.op_type == "MaxPool")
+    strides = next(a for a in pool.attribute if a.name == "strides")
+    del strides.ints[:]  # an empty list: the rewrite used to crash in make_node
+    assert rewrite_int_maxpool_pads(model).graph.node[-2].op_type == "MaxPool"  # rewritten, strides kept empty
+    kernel = next(a for a in pool.attribute if a.name == "kernel_shape")
+    kernel.ints[0] = 0  # a kernel size below 1: onnxruntime's to refuse
+    assert rewrite_int_maxpool_pads(model) is model

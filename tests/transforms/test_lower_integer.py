@@ -10,9 +10,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
+from conftest import ORT_ERRORS
 from ortquant.reference import integer as iref
 from ortquant.reference import qonnx as qref
-from ortquant.transforms import PrepareOptions, apply_pipeline
+from ortquant.transforms import ModelError, PrepareOptions, apply_pipeline
 from ortquant.transforms.lower_integer import integer_plan, lower_integer
 
 Q = "qonnx.custom_op.general"
@@ -306,3 +307,234 @@ def test_unknown_backend_is_an_error(monkeypatch):
     monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "gpu")
     with pytest.raises(ValueError, match="engine, float, mixed or auto"):
         lower_integer(_gemm_model())
+
+
+# ---- malformed layers: integer mode leaves them to the float path, which onnxruntime judges -------------------
+
+
+def _node(m: onnx.ModelProto, name: str) -> onnx.NodeProto:
+    return next(n for n in m.graph.node if n.name == name)
+
+
+def _set_attr(node: onnx.NodeProto, attr: onnx.AttributeProto) -> None:
+    kept = [a for a in node.attribute if a.name != attr.name]
+    del node.attribute[:]
+    node.attribute.extend([*kept, attr])
+
+
+def _empty_ints(name: str) -> onnx.AttributeProto:
+    a = onnx.AttributeProto()
+    a.name, a.type = name, onnx.AttributeProto.INTS
+    return a
+
+
+def _both_modes_agree(m: onnx.ModelProto, x: np.ndarray) -> None:
+    """prepare_model raises nothing but ModelError in either mode; the integer session refuses (at creation or run)
+    exactly when the default one does, and otherwise gives outputs of the same shapes."""
+    results = []
+    for integer in (False, True):
+        try:
+            sess = ortquant.InferenceSession(m, integer=integer)
+            results.append(("ran", [y.shape for y in sess.run(None, {"x": x})]))
+        except (ModelError, *ORT_ERRORS) as e:
+            results.append(("refused", type(e).__name__))
+    assert results[0][0] == results[1][0], results
+    if results[0][0] == "ran":
+        assert results[0][1] == results[1][1], results
+
+
+CONV_X = np.random.default_rng(11).standard_normal((2, 4, 9, 9)).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "node,attr,reason",
+    [
+        ("bn", helper.make_attribute("epsilon", "1e-3"), None),  # the BN stays: onnxruntime refuses its attribute
+        ("bn", helper.make_attribute("epsilon", [1, 2]), None),
+        ("q_xq", helper.make_attribute("signed", "1"), "attribute 'signed' must be INT, got STRING"),
+        ("q_xq", helper.make_attribute("narrow", [0]), "attribute 'narrow' must be INT, got INTS"),
+        ("q_xq", helper.make_attribute("narrow", 2), "attribute 'narrow' must be 0 or 1"),
+        ("q_xq", helper.make_attribute("rounding_mode", b"RO\xffND"), "'rounding_mode' is not valid UTF-8"),
+        ("conv", _empty_ints("kernel_shape"), "Conv node 'conv'"),
+        ("conv", _empty_ints("strides"), "Conv node 'conv'"),
+        ("conv", _empty_ints("dilations"), "Conv node 'conv'"),
+        ("conv", helper.make_attribute("strides", 2), "Conv node 'conv'"),
+    ],
+)
+def test_malformed_attributes_leave_the_layer_to_onnxruntime(engine, node, attr, reason):
+    """Attributes of the wrong type, empty lists, non-UTF-8 strings: no bare Python exception; the layer is not
+    lowered (or the BatchNormalization not folded) and both modes end alike."""
+    m, _ = _conv_model()
+    _set_attr(_node(m, node), attr)
+    (d,) = integer_plan(m)
+    if reason is None:
+        assert d.integer and "BatchNormalization" not in d.reason, d  # not folded: it stays a node
+        assert "BatchNormalization" in [n.op_type for n in lower_integer(m).graph.node]
+    else:
+        assert not d.integer and reason in d.reason, d
+    _both_modes_agree(m, CONV_X)
+
+
+def test_gemm_alpha_and_beta_of_the_wrong_type(engine):
+    for attr in (helper.make_attribute("alpha", "1"), helper.make_attribute("beta", [1.0, 2.0])):
+        m = _gemm_model()
+        _set_attr(_node(m, "fc"), attr)
+        (d,) = integer_plan(m)
+        assert not d.integer and "Gemm node 'fc'" in d.reason, d
+        _both_modes_agree(m, np.ones((2, 3, 8, 8), np.float32))
+
+
+def test_batchnorm_with_fewer_than_5_inputs_stays_a_node(engine):
+    m, _ = _conv_model()
+    del _node(m, "bn").input[4]
+    (d,) = integer_plan(m)
+    assert d.integer and "BatchNormalization" not in d.reason, d
+    _both_modes_agree(m, CONV_X)
+
+
+@pytest.mark.parametrize("keep", [1, 0])
+def test_layer_with_too_few_inputs(engine, keep):
+    m, _ = _conv_model(bn=False)
+    del _node(m, "conv").input[keep:]
+    (d,) = integer_plan(m)
+    assert not d.integer and "inputs" in d.reason, d
+    _both_modes_agree(m, CONV_X)
+
+
+@pytest.mark.parametrize("param,value", [("ab", np.nan), ("ab", np.inf), ("az", np.nan), ("az", np.inf)])
+def test_nan_or_inf_bit_width_or_zero_point(engine, param, value):
+    m, _ = _conv_model()
+    t = next(t for t in m.graph.initializer if t.name == param)
+    t.CopyFrom(_init(param, value))
+    (d,) = integer_plan(m)
+    assert not d.integer, d
+    _both_modes_agree(m, CONV_X)
+
+
+@pytest.mark.parametrize(
+    "shape,reason",
+    [((0, 4, 3, 3), "no element"), ((6, 0, 3, 3), "no element"), ((6,), "1 dimensions"), ((), "0 dimensions")],
+)
+def test_empty_or_1d_weight(engine, shape, reason):
+    m, _ = _conv_model(bn=False)
+    t = next(t for t in m.graph.initializer if t.name == "w")
+    t.CopyFrom(_init("w", np.ones(shape)))
+    if shape and shape[0] != 6:  # the bias and the weight scale follow the output channels
+        for name, n in (("cb", shape[0]), ("ws", shape[0])):
+            i = next(t for t in m.graph.initializer if t.name == name)
+            i.CopyFrom(_init(name, np.ones((n,) if name == "cb" else (n, 1, 1, 1))))
+    (d,) = integer_plan(m)
+    assert not d.integer and reason in d.reason, d
+    _both_modes_agree(m, CONV_X)
+
+
+def test_truncated_raw_data_is_named(engine):
+    m, _ = _conv_model(bn=False)
+    t = next(t for t in m.graph.initializer if t.name == "w")
+    t.raw_data = t.raw_data[:-3]
+    (d,) = integer_plan(m)
+    assert not d.integer, d
+    assert "Quant node 'q_wq'" in d.reason and "initializer 'w'" in d.reason and "raw data" in d.reason, d.reason
+    with pytest.raises(ORT_ERRORS):  # onnxruntime refuses the tensor in both modes
+        ortquant.InferenceSession(m, integer=True)
+
+
+def test_external_data_outside_the_model_folder(engine):
+    m, _ = _conv_model(bn=False)
+    t = next(t for t in m.graph.initializer if t.name == "w")
+    t.ClearField("raw_data")
+    t.data_location = onnx.TensorProto.EXTERNAL
+    e = t.external_data.add()
+    e.key, e.value = "location", "../../outside.bin"
+    (d,) = integer_plan(m)
+    assert not d.integer and "external data" in d.reason, d
+
+
+# ---- integer mode refuses what the float path refuses, with the same output shapes ----------------------------
+
+
+def _gemm_on(shape: tuple[int | str, ...]) -> onnx.ModelProto:
+    """x (of ``shape``) -> Quant -> Gemm(48 -> 10) <- Quant(W)."""
+    m = _gemm_model(flatten=False)
+    dims = m.graph.input[0].type.tensor_type.shape
+    dims.Clear()
+    for s in shape:
+        d = dims.dim.add()
+        if isinstance(s, str):
+            d.dim_param = s
+        else:
+            d.dim_value = s
+    return m
+
+
+def test_activation_scale_that_does_not_broadcast_is_not_per_tensor(engine):
+    """A scale of shape (4,) (all equal) on a [N, 48] activation: the float Quant cannot broadcast it; integer mode
+    must not take it as one value."""
+    m = _gemm_on(("N", 48))
+    next(t for t in m.graph.initializer if t.name == "as").CopyFrom(_init("as", [0.05] * 4))
+    (d,) = integer_plan(m)
+    assert not d.integer and "does not broadcast" in d.reason, d
+    _both_modes_agree(m, np.ones((2, 48), np.float32))
+
+
+def test_activation_scale_that_broadcasts_is_per_tensor(engine):
+    m = _gemm_on(("N", 48))
+    next(t for t in m.graph.initializer if t.name == "as").CopyFrom(_init("as", [[0.05]]))
+    (d,) = integer_plan(m)
+    assert d.integer, d
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 48), (48,)])
+def test_gemm_on_an_activation_that_is_not_2d(engine, shape):
+    """onnxruntime's Gemm refuses a 3-D A and makes a 1-D A a row ([1, N]); QGemm would return [2, 3, N] and [N]."""
+    m = _gemm_on(shape)
+    (d,) = integer_plan(m)
+    assert not d.integer and "rank" in d.reason, d
+    _both_modes_agree(m, np.ones(shape, np.float32))
+
+
+def test_conv_bias_of_shape_n_by_1_is_not_flattened(engine):
+    m, _ = _conv_model(bn=False)
+    next(t for t in m.graph.initializer if t.name == "cb").CopyFrom(_init("cb", np.ones((6, 1))))
+    (d,) = integer_plan(m)
+    assert not d.integer and "bias" in d.reason, d
+    _both_modes_agree(m, CONV_X)
+
+
+def test_folded_relu_with_an_unknown_attribute_stays(engine):
+    """A node integer mode would fold away must be one onnxruntime accepts (it never sees the folded node)."""
+    m, _ = _conv_model()
+    _set_attr(_node(m, "relu"), helper.make_attribute("momentum", 0.5))
+    assert [n.op_type for n in lower_integer(m).graph.node][-1] == "Relu"
+    _both_modes_agree(m, CONV_X)
+
+
+# ---- errors name the user's node ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend_name", ["engine", "float"])
+def test_run_time_errors_name_the_users_layer(monkeypatch, backend_name):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", backend_name)
+    m = _gemm_on(("N", "K"))
+    low = lower_integer(m)
+    assert "fc" in [n.name for n in low.graph.node]
+    sess = ortquant.InferenceSession(m, integer=True)
+    with pytest.raises(ORT_ERRORS) as e:
+        sess.run(None, {"x": np.ones((2, 47), np.float32)})  # 47 features, the weight takes 48
+    assert "'fc'" in str(e.value), str(e.value)  # QGemm node 'fc' / MatMul node. Name:'fc'
+    assert "_integer" not in str(e.value) and "__int" not in str(e.value), str(e.value)
+
+
+def test_unnamed_layer_takes_its_first_output_as_name(engine):
+    m, _ = _conv_model(bn=False)
+    _node(m, "conv").name = ""
+    (d,) = integer_plan(m)
+    assert d.node == "c"
+    qconv = next(n for n in lower_integer(m).graph.node if n.op_type == "QConv")
+    assert qconv.name == "c"
+
+
+def test_replayed_pass_through_nodes_keep_their_names(engine):
+    m = _gemm_model()
+    names = [n.name for n in lower_integer(m).graph.node]
+    assert names == ["pool", "flat", "fc"], names

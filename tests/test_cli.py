@@ -259,3 +259,14 @@ def test_run_and_bench_integer(capsys):
     assert main(["run", str(model), "--random", "--integer"]) == 0
     assert main(["bench", str(model), "--integer", "--runs", "3", "--warmup", "1"]) == 0
     assert "median" in capsys.readouterr().out
+
+
+def test_too_old_onnxruntime_is_one_line_not_an_internal_error(quant_model, monkeypatch, capsys):
+    import onnxruntime
+
+    path, _ = quant_model
+    monkeypatch.setattr(onnxruntime, "__version__", "1.18.1")
+    assert main(["run", str(path), "--random"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ortquant run: error: ortquant needs onnxruntime >= ") and err.count("\n") == 1, err
+    assert "1.18.1" in err and "internal error" not in err

@@ -771,16 +771,24 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def _from_onnxruntime(e: BaseException) -> bool:
-    """Whether ``e`` was raised by onnxruntime (its pybind exceptions, or Python code of the onnxruntime package)."""
-    if type(e).__module__.startswith("onnxruntime"):
-        return True
+def _raised_in(e: BaseException) -> str:
+    """The file of the innermost Python frame ``e`` went through ("" when it has no traceback)."""
     tb = e.__traceback__
-    last = None
+    last = ""
     while tb is not None:
         last = tb.tb_frame.f_code.co_filename
         tb = tb.tb_next
-    return last is not None and f"{os.sep}onnxruntime{os.sep}" in last
+    return last
+
+
+def _from_onnxruntime(e: BaseException) -> bool:
+    """Whether ``e`` was raised by onnxruntime (its pybind exceptions, or Python code of the onnxruntime package)."""
+    return type(e).__module__.startswith("onnxruntime") or f"{os.sep}onnxruntime{os.sep}" in _raised_in(e)
+
+
+def _installation_problem(e: BaseException) -> bool:
+    """An error of ortquant's installation checks (the native library, the onnxruntime version)."""
+    return isinstance(e, RuntimeError) and Path(_raised_in(e)).name == "_library.py"
 
 
 def error_line(e: BaseException) -> tuple[str, int]:
@@ -789,7 +797,7 @@ def error_line(e: BaseException) -> tuple[str, int]:
     from ortquant.transforms import ModelError
 
     text = clean_message(str(e))
-    if isinstance(e, (ModelError, UsageError, ImportError)) or _from_onnxruntime(e):
+    if isinstance(e, (ModelError, UsageError, ImportError)) or _from_onnxruntime(e) or _installation_problem(e):
         return text or type(e).__name__, 2
     if isinstance(e, OSError):
         what = f"{e.strerror} ({e.filename})" if e.strerror and e.filename else text
@@ -864,12 +872,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = _one_line_warning
         try:
             return int(args.func(args))
+        except KeyboardInterrupt:
+            if args.debug:
+                raise
+            print(f"ortquant {args.command}: interrupted", file=sys.stderr)
+            return 130
         except Exception as e:
             if args.debug:
                 raise
             line, status = error_line(e)
             model = getattr(args, "model", None) or getattr(args, "input", None)
-            if model is not None and not isinstance(e, (UsageError, ImportError)) and str(model) not in line:
+            if (
+                model is not None
+                and not isinstance(e, (UsageError, ImportError))
+                and not _installation_problem(e)
+                and str(model) not in line
+            ):
                 line = f"{model}: {line}"  # which file, when the message names only the node
             print(f"ortquant {args.command}: error: {line}", file=sys.stderr)
             return status

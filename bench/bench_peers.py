@@ -50,6 +50,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,7 @@ from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 
+LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 SIDES = ("ortquant-integer", "ortquant-default", "ort-qcdq", "ort-qcdq-unfused", "openvino-int8", "float")
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
@@ -418,6 +420,19 @@ def build_sides(path: Path, model: onnx.ModelProto) -> dict[str, tuple[Runner | 
     return sides
 
 
+def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
+    """ "k/n": the Conv / ConvTranspose / MatMul / Gemm layers of the model integer mode put on the integer path."""
+    n = sum(1 for x in model.graph.node if x.domain in ("", "ai.onnx") and x.op_type in LAYER_OPS)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = ortquant.prepare_model(str(path), integer=True)
+    except Exception as e:
+        return f"?/{n} ({type(e).__name__})"
+    k = sum(1 for x in m.graph.node if x.domain == "ortquant.integer" and x.op_type in ("QConv", "QGemm", "Rescale"))
+    return f"{k}/{n}"
+
+
 def _tile(a: np.ndarray, batch: int) -> np.ndarray:
     return np.ascontiguousarray(np.repeat(a, batch, axis=0)) if batch > 1 else a
 
@@ -427,6 +442,7 @@ def bench_model(path: Path, batches: list[int], samples: int, max_mismatch: floa
     model = onnx.load(str(path))
     feeds1, want1, source = reference(path, model)
     sides = build_sides(path, model)
+    lowered = lowered_layers(path, model)
     results = []
     fixed = [i.name for i in _real_inputs(model) if (d := i.type.tensor_type.shape.dim) and d[0].dim_value == 1]
     if fixed and any(b != 1 for b in batches):
@@ -465,14 +481,14 @@ def bench_model(path: Path, batches: list[int], samples: int, max_mismatch: floa
             if rec["median_cpu_us"] is not None and ref_us:
                 rec["ratio"] = rec["median_cpu_us"] / ref_us
         results.append({"model": str(path), "batch": batch, "isa": ortquant.kernels.active_isa(), "cpu": cpu_name(),
-                        "reference": source, "sides": entry})  # fmt: skip
+                        "reference": source, "lowered": lowered, "sides": entry})  # fmt: skip
     return results
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
     """One markdown row per model and batch: each side's median CPU us (ratio to integer mode), x when wrong."""
-    print("| model | batch | " + " | ".join(SIDES) + " |")
-    print("|---|---|" + "---|" * len(SIDES))
+    print("| model | batch | lowered | " + " | ".join(SIDES) + " |")
+    print("|---|---|---|" + "---|" * len(SIDES))
     for r in results:
         cells = []
         for name in SIDES:
@@ -483,12 +499,40 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 mark = "" if s["correct"] else " WRONG"
                 ratio = f" ({s['ratio']:.2f}x)" if s["ratio"] is not None else ""
                 cells.append(f"{s['median_cpu_us']:.0f}{ratio}{mark}")
-        print(f"| {Path(r['model']).stem} | {r['batch']} | " + " | ".join(cells) + " |")
+        print(f"| {Path(r['model']).stem} | {r['batch']} | {r['lowered']} | " + " | ".join(cells) + " |")
     for r in results:
         for name in SIDES:
             s = r["sides"][name]
             if s["error"]:
                 print(f"  {Path(r['model']).stem} b{r['batch']} {name}: {s['error']}")
+
+
+def summary_table(results: list[dict[str, Any]], cpu: str) -> str:
+    """Markdown: one row per model and batch; integer mode's median CPU time and every other side's time as a ratio
+    to it (above 1: integer mode is faster), "wrong" where the side disagrees with qonnx, "-" where it cannot run."""
+    peers = [s for s in SIDES if s != "ortquant-integer"]
+    lines = [
+        "| workload | batch | layers lowered | ortquant-integer | " + " | ".join(peers) + " | CPU |",
+        "|---|---|---|---|" + "---|" * len(peers) + "---|",
+    ]
+    for r in results:
+        sides = r["sides"]
+        base = sides["ortquant-integer"]
+        if base["median_cpu_us"] is None:
+            head = "-"
+        else:
+            head = f"{base['median_cpu_us']:.0f} us" + ("" if base["correct"] else " (wrong)")
+        cells = []
+        for name in peers:
+            x = sides[name]
+            if x["ratio"] is None:
+                cells.append("-" if x["median_cpu_us"] is None else f"{x['median_cpu_us']:.0f} us")
+            else:
+                wrong = not x["correct"] and name != "float"  # the float network is not meant to match
+                cells.append(f"{x['ratio']:.2f}x" + (" wrong" if wrong else ""))
+        lines.append(f"| {Path(r['model']).stem} | {r['batch']} | {r.get('lowered', '?')} | {head} | "
+                     + " | ".join(cells) + f" | {cpu} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
@@ -498,7 +542,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", type=Path, help="write the results here (a list of objects, one per model and batch)")
     p.add_argument("--samples", type=int, default=7, help="samples per interleaved run (three runs)")
     p.add_argument("--max-mismatch", type=float, default=0.01, help="fraction of output elements allowed off")
+    p.add_argument("--summary", metavar="CPU", help="print only the summary table of the --json file, CPU named")
     args = p.parse_args(argv)
+    if args.summary:
+        print(summary_table(json.loads(Path(args.models[0]).read_text()), args.summary))
+        return 0
     batches = [int(b) for b in args.batch.split(",") if b]
     print(f"ortquant {ortquant.__version__}, onnxruntime {ort.__version__}, isa {ortquant.kernels.active_isa()}, "
           f"CPU {cpu_name()}, 1 thread, CPU time", flush=True)  # fmt: skip

@@ -24,13 +24,14 @@ The peers' models start from the published file with the weights that are listed
 (removed from the inputs, as a user would before converting), ortquant's domain / declared-type fixes and
 channels-last rewrite applied (those change no value; qonnx's converter does not know the legacy domains).
 
-Correctness: every side runs the reference input first, tiled to the batch (inputs of batch 1 repeated; the
-expected output repeated the same way), and is compared with qonnx's ``execute_onnx`` output: the ``.npz`` next to
-the model (realworld corpus: ``in:<name>`` / ``out:<name>``; models/: ``input_b1`` / ``output_b1``), else qonnx is
-run here in a subprocess on a ``default_rng(0)`` normal input. A side is correct when every output element is
-within ``1e-5 * max|reference|`` of the reference except at most ``--max-mismatch`` of them (default 1%: integer
-mode's contract lets float noise move a later quantizer by one step, docs/ops.md) and, for ``[N, C]`` outputs,
-every row has the reference's argmax. The JSON records ``mismatch`` (that fraction) and ``max_abs_err`` per side.
+Correctness: every side runs the reference inputs first, cycled to the batch (batch 8 from 4 samples: each twice;
+the expected outputs likewise), and is compared with qonnx's ``execute_onnx`` output: the ``.npz`` next to the
+model (realworld corpus: ``in:<name>`` / ``out:<name>``, one sample; models/: ``input_b4`` / ``output_b4``, four),
+else qonnx is run here in a subprocess on a ``default_rng(0)`` normal input. A side is correct when every output
+element is within ``1e-5 * max|reference|`` of the reference except at most ``--max-mismatch`` of them (default
+1%: integer mode's contract lets float noise move a later quantizer by one step, docs/ops.md) and, for ``[N, C]``
+outputs, every row has the reference's argmax. The JSON records ``mismatch`` (that fraction) and ``max_abs_err``
+per side.
 
 Timing: the sides that ran are timed interleaved in this one process (``bench_gemm.alternating_medians`` with
 ``time.process_time``: CPU time of the whole process, which also counts OpenVINO's worker thread), three
@@ -296,8 +297,9 @@ def reference(path: Path, model: onnx.ModelProto) -> tuple[dict[str, np.ndarray]
         data = np.load(npz)
         if all(f"in:{n}" in data for n in names_in):
             return ({n: data[f"in:{n}"] for n in names_in}, {n: data[f"out:{n}"] for n in names_out}, npz.name)
-        if "input_b1" in data and len(names_in) == 1 and len(names_out) == 1:
-            return ({names_in[0]: data["input_b1"]}, {names_out[0]: data["output_b1"]}, npz.name)
+        for key in ("b4", "b1"):  # models/: several distinct samples where there are
+            if f"input_{key}" in data and len(names_in) == 1 and len(names_out) == 1:
+                return ({names_in[0]: data[f"input_{key}"]}, {names_out[0]: data[f"output_{key}"]}, npz.name)
     rng = np.random.default_rng(0)
     feeds = {}
     for vi in _real_inputs(model):
@@ -434,7 +436,8 @@ def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
 
 
 def _tile(a: np.ndarray, batch: int) -> np.ndarray:
-    return np.ascontiguousarray(np.repeat(a, batch, axis=0)) if batch > 1 else a
+    """``batch`` rows cycling through the reference's samples (axis 0)."""
+    return np.ascontiguousarray(a[np.arange(batch) % a.shape[0]])
 
 
 def bench_model(path: Path, batches: list[int], samples: int, max_mismatch: float) -> list[dict[str, Any]]:

@@ -214,3 +214,56 @@ def test_bad_batch_argument():
     for bad in (0, -1, 2.0, True, "8"):
         with pytest.raises(ValueError, match="positive int or None"):
             set_batch_size(model, bad)  # type: ignore[arg-type]
+
+
+def _row_mixing(kind: str) -> onnx.ModelProto:
+    """x [1, 4] -> y [1, 4] through an op that is per row only while the batch is 1."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    if kind == "softmax":
+        return _model([helper.make_node("Softmax", ["x"], ["y"], axis=0, name="mix")], [x], [y])
+    if kind == "reduce":  # x - mean over the batch, broadcast back: the shapes keep the batch, the values do not
+        return _model(
+            [
+                helper.make_node("ReduceMean", ["x"], ["m"], axes=[0], keepdims=1, name="mix"),
+                helper.make_node("Sub", ["x", "m"], ["y"]),
+            ],
+            [x],
+            [y],
+        )
+    if kind == "slice":  # the first row only, tiled back
+        return _model(
+            [
+                helper.make_node("Slice", ["x", "s", "e", "a"], ["first"], name="mix"),
+                helper.make_node("Add", ["x", "first"], ["y"]),
+            ],
+            [x],
+            [y],
+            [_i64("s", [0]), _i64("e", [1]), _i64("a", [0])],
+        )
+    if kind == "transpose":
+        return _model(
+            [
+                helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="mix"),
+                helper.make_node("Transpose", ["t"], ["y"], perm=[1, 0]),
+            ],
+            [x],
+            [y],
+        )
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    ("kind", "why"),
+    [
+        ("softmax", "works along the batch axis"),
+        ("reduce", "reduces over the batch axis"),
+        ("slice", "slices the batch axis"),
+        ("transpose", "moves the batch axis"),
+    ],
+)
+def test_ops_along_the_batch_axis_are_refused(kind: str, why: str):
+    model = _row_mixing(kind)
+    ortquant.InferenceSession(model).run(None, {"x": np.ones((1, 4), np.float32)})  # valid as exported
+    with pytest.raises(ModelError, match=rf"node 'mix' \(\w+\) {why}.*1 row\(s\) at a time"):
+        set_batch_size(model, None)

@@ -11,12 +11,14 @@ number), like qonnx's ``ChangeBatchSize``, but only where the rewrite is provabl
 - a ``Reshape`` whose data input is batch-leading and whose constant shape starts with the old batch size (or with
   -1 while its other entries keep each row's size) gets a leading 0 instead ("copy the input's dimension"), which
   keeps every row a row for any batch size;
+- no standard op may work along the batch axis (a Softmax or a reduction over axis 0, a Slice, Pad, Tile or
+  Transpose of it, a Gemm that contracts it): per row with a batch of 1, such an op mixes rows of a larger batch;
 - every graph output must then be batch-leading; otherwise :class:`ModelError` says which output loses the batch
   and at which node (a computed shape, a reshape that mixes rows, a non-batch input ...), and the model is better
   run one row at a time (what ``ortquant.ray.Predictor`` does then).
 
 The declared shapes of the graph inputs and outputs, and of ``value_info`` entries that carry the batch, get the new
-leading dimension (``"batch"`` for ``None``). Nothing else changes.
+leading dimension (``"batch"`` for ``None``); besides the Reshapes above nothing else changes.
 """
 
 from __future__ import annotations
@@ -115,6 +117,90 @@ def _new_reshape_shape(
     if old_batch is not None and shape[0] == old_batch:
         # The element count is the same for the old batch, so each output row is exactly one input row.
         return [0, *rest]
+    return None
+
+
+_REDUCE = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceSumSquare",
+}  # fmt: skip
+# Standard ops whose `axis` attribute (default in the tuple) selects the axis they work along.
+_AXIS_OPS = {
+    "Softmax": -1, "LogSoftmax": -1, "Hardmax": -1, "ArgMax": 0, "ArgMin": 0, "Concat": None, "Split": 0,
+    "Gather": 0, "GatherElements": 0, "LpNormalization": -1, "TopK": -1, "Compress": None, "Scatter": 0,
+    "ScatterElements": 0,
+}  # fmt: skip
+
+
+def _ints(node: onnx.NodeProto, name: str) -> list[int] | None:
+    for a in node.attribute:
+        if a.name == name:
+            return list(a.ints) if a.type == onnx.AttributeProto.INTS else [int(a.i)]
+    return None
+
+
+def _input_ints(node: onnx.NodeProto, index: int, consts: dict[str, onnx.TensorProto]) -> list[int] | None:
+    """A constant integer input as a list; None when absent or not constant."""
+    if len(node.input) <= index or not node.input[index] or node.input[index] not in consts:
+        return None
+    return [int(v) for v in numpy_helper.to_array(consts[node.input[index]]).reshape(-1)]
+
+
+def _mixes_rows(
+    node: onnx.NodeProto, shapes: dict[str, list[int | str | None]], consts: dict[str, onnx.TensorProto]
+) -> str | None:
+    """Why ``node`` would combine rows of a batch-leading input (or None): a standard op along axis 0."""
+    if node.domain not in ("", "ai.onnx") or not node.input or not node.input[0]:
+        return None
+    data = shapes.get(node.input[0])
+    if not data or data[0] != _SYMBOL:
+        if node.op_type in ("MatMul", "Gemm") and len(node.input) > 1:
+            other = shapes.get(node.input[1])
+            if other and len(other) == 2 and other[0] == _SYMBOL:
+                return "contracts the batch (batch-leading second operand)"
+        return None
+    rank = len(data)
+
+    def hits_axis0(axes: list[int] | None) -> bool:
+        return axes is not None and any(a % rank == 0 for a in axes)
+
+    op = node.op_type
+    if op in _AXIS_OPS:
+        axis = _ints(node, "axis")
+        if axis is None and _AXIS_OPS[op] is not None:
+            axis = [_AXIS_OPS[op]]
+        if op == "Compress" and axis is None:
+            return "flattens the batch (Compress without axis)"
+        if hits_axis0(axis):
+            return "works along the batch axis (axis 0)"
+    elif op in _REDUCE:
+        axes = _ints(node, "axes") or _input_ints(node, 1, consts)
+        noop = (_ints(node, "noop_with_empty_axes") or [0])[0]
+        if (not axes and not noop) or hits_axis0(axes):
+            return "reduces over the batch axis"
+    elif op == "CumSum" and hits_axis0(_input_ints(node, 1, consts)):
+        return "accumulates along the batch axis"
+    elif op == "Transpose":
+        perm = _ints(node, "perm")
+        if perm is None or perm[0] != 0:
+            return "moves the batch axis"
+    elif op == "Slice":
+        starts = _input_ints(node, 1, consts) or _ints(node, "starts") or []
+        axes = _input_ints(node, 3, consts) or _ints(node, "axes") or list(range(len(starts)))
+        if hits_axis0(axes):
+            return "slices the batch axis"
+    elif op == "Pad":
+        pads = _input_ints(node, 1, consts) or _ints(node, "pads")
+        if pads is None or pads[0] != 0 or pads[len(pads) // 2] != 0:
+            return "pads the batch axis (or pads computed at run time)"
+    elif op == "Tile":
+        repeats = _input_ints(node, 1, consts)
+        if repeats is None or repeats[0] != 1:
+            return "repeats the batch axis (or repeats computed at run time)"
+    elif op == "Gemm" and (_ints(node, "transA") or [0])[0]:
+        return "contracts the batch (transA=1)"
+    elif op == "BatchNormalization" and (_ints(node, "training_mode") or [0])[0]:
+        return "normalizes over the batch (training_mode=1)"
     return None
 
 
@@ -219,6 +305,17 @@ def set_batch_size(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
         if not changed:
             break
 
+    # Rows must also stay independent: no standard op may work along the batch axis (a Softmax over axis 0, a
+    # ReduceMean of the batch broadcast back, a Slice of the first rows ...), which shapes alone cannot show.
+    consts = _constants(work.graph)
+    for node in work.graph.node:
+        reason = _mixes_rows(node, shapes, consts)
+        if reason:
+            raise ModelError(
+                f"{_what(node)} {reason}: with a fixed batch of {old[0]} that is per row, with more rows it mixes "
+                f"them; run it {old[0]} row(s) at a time instead"
+            )
+
     for vi in model.graph.output:
         s = shapes.get(vi.name)
         if not s or s[0] != _SYMBOL:
@@ -226,7 +323,6 @@ def set_batch_size(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
                 f"output '{vi.name}' does not keep the batch as its leading dimension: "
                 f"{_where_lost(work, shapes, vi.name)}; run it {old[0]} row(s) at a time instead"
             )
-
     # The result: the original model with the rewritten Reshape constants and the new leading dimension.
     result = copy_model(model)
     changed_any = False

@@ -189,7 +189,7 @@ def check_model(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, bool, str]
     from ortquant.transforms._util import opset_version
 
     supported = ortquant.supported_ops()
-    trunc_problems = {p.split("'")[1]: p for p in check_trunc_versions(model)}
+    trunc_problems = check_trunc_versions(model)  # each starts with "<op> node '<name or first output>':"
     rows = []
     for node in model.graph.node:
         if node.domain in _STANDARD_DOMAINS:
@@ -200,8 +200,8 @@ def check_model(model: onnx.ModelProto) -> list[tuple[onnx.NodeProto, bool, str]
         elif key not in supported:
             hint = unsupported_op_hint(node.domain, node.op_type, opset_version(model, node.domain))
             rows.append((node, False, f"no ortquant kernel for {node.domain}::{node.op_type}: {hint}"))
-        elif node.name in trunc_problems:
-            rows.append((node, False, trunc_problems[node.name]))
+        elif trunc := [p for p in trunc_problems if p.startswith(f"{node.op_type} node '{_node_key(node)}':")]:
+            rows.append((node, False, trunc[0]))
         else:
             rows.append((node, True, "native kernel"))
     return rows

@@ -179,6 +179,12 @@ def test_check_with_a_broken_onnxruntime(tmp_path):
     (fake / "__init__.py").write_text("# what an uninstalled onnxruntime variant leaves behind\n")
     r = cli("check", CNN, pythonpath=str(tmp_path / "site"))
     one_line_error(r, "check", "onnxruntime", "broken", "install exactly one")
+    out = tmp_path / "out.onnx"
+    r = cli("prepare", CNN, out, pythonpath=str(tmp_path / "site"))
+    one_line_error(r, "prepare", "broken", "--no-verify skips that check")
+    r = cli("prepare", CNN, out, "--no-verify", pythonpath=str(tmp_path / "site"))  # its weight quantizers need it
+    one_line_error(r, "prepare", "broken", "this model needs it")
+    assert not out.exists()
 
 
 # --- models onnxruntime or ortquant refuse -------------------------------------------------------------------------

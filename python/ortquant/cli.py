@@ -516,7 +516,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     """Write the model ``ortquant.InferenceSession`` would run, for C/C++ hosts (external data stays external),
     after checking that it loads in onnxruntime with only the ortquant library registered."""
     from ortquant._session import uses_external_data
-    from ortquant.transforms import PrepareOptions, apply_pipeline
+    from ortquant.transforms import ModelError, PrepareOptions, apply_pipeline
 
     try:
         options = PrepareOptions(exact=args.exact, integer=args.integer)
@@ -528,12 +528,23 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {out}: the folder {folder} does not exist")
     if out.is_dir():
         raise UsageError(f"cannot write {out}: it is a folder; give the output file's name")
-    if not args.no_verify:
+    try:
         _onnxruntime()
+        ort_problem = None
+    except ImportError as e:
+        if not args.no_verify:
+            raise UsageError(f"{e} (the written model is checked with it; --no-verify skips that check)") from e
+        ort_problem = e
     header = load_model(args.input, load_external_data=False)
     external = uses_external_data(header)
     model = load_model(args.input, load_external_data=True) if external else header
-    prepared, changed = apply_pipeline(model, options)
+    try:
+        prepared, changed = apply_pipeline(model, options)
+    except Exception as e:
+        if ort_problem is None or isinstance(e, ModelError):
+            raise
+        # the weight quantizers are evaluated with onnxruntime, whatever --no-verify says
+        raise UsageError(f"{ort_problem} (this model needs it: {type(e).__name__}: {e})") from e
     if args.integer and "lower_integer" not in changed:
         print(
             f"warning: --integer lowered no layer; {out} runs in float (ortquant check --integer {args.input} "

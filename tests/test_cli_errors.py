@@ -336,3 +336,9 @@ def test_version():
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"ortquant {ortquant.__version__} ")
     assert f"onnxruntime {ort.__version__}" in r.stdout
+
+
+def test_bench_arguments_are_checked_before_it_runs(tmp_path):
+    one_line_error(cli("bench", CNN, "--runs", "0"), "bench", "--runs must be at least 1")
+    missing = tmp_path / "nope" / "figures.json"
+    one_line_error(cli("bench", CNN, "--runs", "2", "--json", missing), "bench", str(missing), "does not exist")

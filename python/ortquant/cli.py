@@ -700,6 +700,10 @@ def _environment(sess: Any, threads: int) -> dict[str, Any]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.json is not None and not (args.json.parent if str(args.json.parent) else Path(".")).is_dir():
+        raise UsageError(f"--json {args.json}: the folder {args.json.parent} does not exist")
+    if args.runs < 1 or args.warmup < 0:
+        raise UsageError(f"--runs must be at least 1 and --warmup at least 0 (got {args.runs}, {args.warmup})")
     _onnxruntime()
     sess = _session(args.model, args.threads, integer=args.integer)
     feeds = _random_inputs(sess, args.batch)

@@ -14,6 +14,8 @@ Sides (each a session over the same model, one intra-op thread):
   DequantizeLinear and float Conv / MatMul as written): the QCDQ form's own answer, for correctness.
 - ``openvino-int8``: OpenVINO (``pip install openvino``; optional) on that same int8-weight QCDQ model, which its
   low-precision transformations run as int8 Conv / MatMul, f32 inference precision, one stream, one thread.
+- ``openvino-qcdq``: OpenVINO on qonnx's QCDQ form as converted (weights float, each behind its QuantizeLinear
+  [-> Clip] -> DequantizeLinear): OpenVINO keeps those weights' quantization in float.
 - ``float``: the float network: the ortquant default model (weight quantizers replaced by their dequantized
   float weights, i.e. the same weights) with every activation quantizer (Quant / IntQuant / BipolarQuant / Trunc)
   deleted, its output renamed to its input; other custom ops (MultiThreshold) stay and run on ortquant.
@@ -77,7 +79,15 @@ from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
-SIDES = ("ortquant-integer", "ortquant-default", "ort-qcdq", "ort-qcdq-unfused", "openvino-int8", "float")
+SIDES = (
+    "ortquant-integer",
+    "ortquant-default",
+    "ort-qcdq",
+    "ort-qcdq-unfused",
+    "openvino-int8",
+    "openvino-qcdq",
+    "float",
+)
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
@@ -411,6 +421,13 @@ def build_sides(path: Path, model: onnx.ModelProto) -> dict[str, tuple[Runner | 
         return _openvino_runner(qi)
 
     attempt("openvino-int8", openvino)
+
+    def openvino_qcdq() -> Runner:
+        if q is None or qi is None:
+            raise RuntimeError(q_err)
+        return _openvino_runner(q)
+
+    attempt("openvino-qcdq", openvino_qcdq)
 
     def float_side() -> Runner:
         f = float_network(base)

@@ -184,10 +184,12 @@ def run_forked(
     mem: int,
     progress: bool = False,
     partial_out: str | None = None,
+    every: int = 500,
 ) -> list[Outcome]:
     """Runs each case ``(seed name, args, mutation log)`` as ``child(*args)`` in a forked child (at most ``jobs`` at
     a time, memory cap ``mem`` bytes, killed after ``timeout`` s); an Outcome from ``cases`` is recorded as it is.
-    Returns one Outcome per case, in case order."""
+    With ``progress``, a line (and the report so far, to ``partial_out``) every ``every`` cases. Returns one Outcome
+    per case, in case order."""
     out: list[Outcome | None] = [None] * n_cases
     running: dict[int, tuple[int, int, float, str, list[str]]] = {}  # pid -> (index, fd, start, seed, log)
     chunks: dict[int, list[bytes]] = {}
@@ -249,7 +251,7 @@ def run_forked(
             out[idx] = o
             del running[pid]
             done += 1
-            if progress and done % 500 == 0:
+            if progress and done % every == 0:
                 print(f"{done}/{n_cases} cases, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
                 if partial_out:  # a long campaign's figures so far
                     rep = summarize([x for x in out if x is not None])

@@ -603,9 +603,8 @@ def run_campaign(
                 continue
             yield name, (mblob, fblob), c.log
 
-    outcomes = fh.run_forked(cases(), n_cases, _child, jobs, timeout, int(mem_gib * (1 << 30)), progress,
-                             partial_out)  # fmt: skip
-    return outcomes
+    mem = int(mem_gib * (1 << 30))
+    return fh.run_forked(cases(), n_cases, _child, jobs, timeout, mem, progress, partial_out, every=100)
 
 
 def summarize(outcomes: list[fh.Outcome]) -> dict:

@@ -23,8 +23,12 @@ QONNX = "qonnx.custom_op.general"
 
 def cli(*args: object, pythonpath: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ)
-    path = str(REPO / "python")
-    env["PYTHONPATH"] = f"{pythonpath}{os.pathsep}{path}" if pythonpath else path
+    parts = env.get("PYTHONPATH", "").split(os.pathsep)
+    if env.get("ORTQUANT_TEST_INSTALLED") != "1" and str(REPO / "python") not in parts:
+        parts.insert(0, str(REPO / "python"))  # the developer build (the installed wheel under ORTQUANT_TEST_INSTALLED)
+    if pythonpath:
+        parts.insert(0, pythonpath)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
     env.setdefault("ORTQUANT_BUILD_DIR", str(REPO / "build"))
     return subprocess.run(
         [sys.executable, "-m", "ortquant", *map(str, args)],

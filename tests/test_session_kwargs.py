@@ -23,7 +23,10 @@ QONNX = "qonnx.custom_op.general"
 def fresh(code: str, cwd: Path) -> dict:
     """Run ``code`` in a new interpreter (only ``import ortquant`` done for it); it prints one JSON object."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(REPO / "python")
+    parts = env.get("PYTHONPATH", "").split(os.pathsep)
+    if env.get("ORTQUANT_TEST_INSTALLED") != "1" and str(REPO / "python") not in parts:
+        parts.insert(0, str(REPO / "python"))  # the developer build (the installed wheel under ORTQUANT_TEST_INSTALLED)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
     env.setdefault("ORTQUANT_BUILD_DIR", str(REPO / "build"))
     prelude = "import json, sys, warnings\nimport numpy as np\nimport ortquant\n"
     r = subprocess.run(

@@ -21,14 +21,15 @@ gets a symbolic batch dimension where the graph provably allows it
 logs which.
 
 Needs ``pip install ortquant[ray]``. Only this module knows about Ray; ``import ortquant`` never imports it, and
-this module imports Ray only where it asks Ray something (the CPUs given to a worker), so :class:`Predictor`
-also works as a plain callable on dict batches.
+this module never imports it either: in a Ray worker, where Ray is already imported, it asks Ray for the CPUs
+given to the worker, so :class:`Predictor` also works as a plain callable on dict batches without Ray.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -80,11 +81,8 @@ def _fixed_batch(model: Any) -> int | None:
 
 def _assigned_cpus() -> int | None:
     """The CPUs Ray reserved for this worker, or None outside a Ray worker."""
-    try:
-        import ray
-    except ImportError:
-        return None
-    if not ray.is_initialized():
+    ray = sys.modules.get("ray")  # a Ray worker has imported Ray; anywhere else there is nothing to ask
+    if ray is None or not ray.is_initialized():
         return None
     cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
     return max(1, int(cpus)) if cpus else None

@@ -164,6 +164,8 @@ def test_integer_mode_that_lowers_nothing_warns(tmp_path):
             ortquant.InferenceSession({str(path)!r}, integer=True)
             ortquant.InferenceSession({str(CNN)!r}, integer=True)  # lowers three layers: no warning
             ortquant.InferenceSession({str(path)!r})  # not asked for integer mode: no warning
+            lowered = ortquant.prepare_model({str(CNN)!r}, integer=True)
+            ortquant.InferenceSession(lowered, integer=True)  # lowered before: no warning
         print(json.dumps([(w.category.__name__, str(w.message), w.filename) for w in caught]))
         """,
         tmp_path,

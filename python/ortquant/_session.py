@@ -113,23 +113,33 @@ _load = load_model
 
 
 def prepare_model(
-    model: str | os.PathLike[str] | bytes | onnx.ModelProto, *, exact: bool = False, integer: bool = False
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    *,
+    exact: bool = False,
+    integer: bool = False,
+    overridable_initializers: bool = False,
 ) -> onnx.ModelProto:
     """Check a model and apply the rewrites onnxruntime needs; returns a ModelProto (a copy when changed).
 
     The steps and their order are ``ortquant.transforms.PIPELINE`` (docs/ops.md lists them). ``exact=True``
     keeps the model in the form that reproduces qonnx bit for bit; ``integer=True`` lowers quantized layers to the
-    int8 engine. Raises :class:`ModelError` naming the node for a model ortquant cannot run.
+    int8 engine. Initializers that the file also lists as graph inputs become constants (so weight quantizers are
+    folded and weights pre-packed); ``overridable_initializers=True`` keeps them as inputs, for callers that feed
+    weights at run time. Raises :class:`ModelError` naming the node for a model ortquant cannot run.
     """
-    options = PrepareOptions(exact=exact, integer=integer)
+    options = PrepareOptions(exact=exact, integer=integer, overridable_initializers=overridable_initializers)
     proto, changed = apply_pipeline(load_model(model), options)
-    _warn_if_nothing_lowered(options, changed, model)
+    _warn_if_nothing_lowered(options, changed, model, proto)
     return proto
 
 
-def _warn_if_nothing_lowered(options: PrepareOptions, changed: Sequence[str], source: object) -> None:
+def _warn_if_nothing_lowered(
+    options: PrepareOptions, changed: Sequence[str], source: object, prepared: onnx.ModelProto
+) -> None:
     if not options.integer or "lower_integer" in changed:
         return
+    if any(n.domain == "ortquant.integer" for n in prepared.graph.node):
+        return  # lowered before (a model prepared with integer=True)
     name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "MODEL.onnx"
     warnings.warn(
         f"integer=True: no layer of {'the model' if name == 'MODEL.onnx' else name} was lowered to the integer "
@@ -261,6 +271,7 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     *,
     exact: bool = False,
     integer: bool = False,
+    overridable_initializers: bool = False,
     **kwargs: Any,
 ) -> onnxruntime.InferenceSession:
     """Create an ``onnxruntime.InferenceSession`` with ortquant's ops registered.
@@ -269,8 +280,11 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     ``sess_options`` is an ``onnxruntime.SessionOptions`` (a new one if None); ``providers`` defaults to CPU.
     ``provider_options`` and the keywords onnxruntime's own ``InferenceSession`` reads (``enable_fallback``,
     ``read_config_from_model``, ``disabled_optimizers``) are passed on; any other keyword raises ``TypeError``.
-    ``exact`` and ``integer`` are passed to :func:`prepare_model`; ``exact=True`` reproduces qonnx's op-by-op
-    float results bit for bit (docs/ops.md, "exact=True"; it sets the optimization level of ``sess_options``).
+    ``exact``, ``integer`` and ``overridable_initializers`` are passed to :func:`prepare_model`; ``exact=True``
+    reproduces qonnx's op-by-op float results bit for bit (docs/ops.md, "exact=True"; it sets the optimization
+    level of ``sess_options``). Registering the library disables onnxruntime's ``NchwcTransformer`` and
+    ``ConvBNFusion`` on the options (they re-round the float convolution in front of a quantizer, which can move it
+    by a step; docs/ops.md, "Default mode").
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the
     model, onnxruntime gets the path itself (no protobuf round trip, models over 2 GB work); otherwise it gets the
@@ -282,10 +296,10 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
 
     ort = import_onnxruntime()
 
-    options = PrepareOptions(exact=exact, integer=integer)
+    options = PrepareOptions(exact=exact, integer=integer, overridable_initializers=overridable_initializers)
     proto = load_model(model, load_external_data=False) if isinstance(model, (str, os.PathLike)) else load_model(model)
     prepared, changed = apply_pipeline(proto, options)
-    _warn_if_nothing_lowered(options, changed, model)
+    _warn_if_nothing_lowered(options, changed, model, prepared)
 
     so = sess_options if sess_options is not None else ort.SessionOptions()
     if exact:

@@ -248,6 +248,12 @@ def test_integer_mode_that_lowers_nothing_says_so(tmp_path):
     assert len(warning) == 1 and "ortquant check --integer" in warning[0] and str(model) in warning[0], r.stderr
     r = cli("check", "--integer", model)
     assert r.returncode == 0 and "integer mode: no Conv / MatMul / Gemm layers" in r.stdout
+    out = tmp_path / "out.onnx"
+    r = cli("prepare", "--integer", model, out)
+    assert r.returncode == 0 and out.exists(), r.stderr
+    assert r.stderr.startswith("warning: --integer lowered no layer") and f"check --integer {model}" in r.stderr
+    r = cli("prepare", "--integer", CNN, out)  # three layers lowered: no warning
+    assert r.returncode == 0 and r.stderr == "", r.stderr
 
 
 # --- prepare verifies what it writes --------------------------------------------------------------------------------

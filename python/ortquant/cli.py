@@ -545,7 +545,8 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             raise
         # the weight quantizers are evaluated with onnxruntime, whatever --no-verify says
         raise UsageError(f"{ort_problem} (this model needs it: {type(e).__name__}: {e})") from e
-    if args.integer and "lower_integer" not in changed:
+    lowered = "lower_integer" in changed or any(n.domain == "ortquant.integer" for n in prepared.graph.node)
+    if args.integer and not lowered:
         print(
             f"warning: --integer lowered no layer; {out} runs in float (ortquant check --integer {args.input} "
             "says why for each layer)",

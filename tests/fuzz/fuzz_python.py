@@ -566,9 +566,10 @@ def _serialize_feeds(feeds: dict[str, np.ndarray]) -> bytes:
 
 
 def _preload() -> None:
-    """Import what every child needs once, here, so that the forked children do not each import it again. No
-    onnxruntime session is created and no ONNX schema is registered here: the children start as a user's process
-    (fuzz_harness: forking a process that ran sessions can inherit a held lock)."""
+    """Do once, here, what every child would do first: import ortquant's modules, map the library, and register
+    ortquant's ONNX schemas (0.2-0.3 s per child otherwise, more than a case's own work; the transforms that need
+    the schemas register them themselves, which is tested in tests/transforms). No onnxruntime session is created
+    here (fuzz_harness: a child forked from a process that ran sessions can inherit a held lock)."""
     import ctypes
 
     import ortquant
@@ -577,6 +578,7 @@ def _preload() -> None:
     import ortquant.transforms.lower_integer
 
     ctypes.CDLL(ortquant.library_path())  # mapped once: the children's registration finds it loaded
+    ortquant.schemas.register_schemas()
 
 
 def run_campaign(

@@ -441,7 +441,8 @@ def build_sides(path: Path, model: onnx.ModelProto) -> dict[str, tuple[Runner | 
 
 def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
     """ "k/n": the Conv / ConvTranspose / MatMul / Gemm layers of the model integer mode put on the integer path."""
-    n = sum(1 for x in model.graph.node if x.domain in ("", "ai.onnx") and x.op_type in LAYER_OPS)
+    layer_domains = ("", "ai.onnx", "qonnx.custom_op.channels_last")
+    n = sum(1 for x in model.graph.node if x.domain in layer_domains and x.op_type in LAYER_OPS)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -400,12 +400,16 @@ def build_sides(path: Path, model: onnx.ModelProto) -> dict[str, tuple[Runner | 
     qi: onnx.ModelProto | None = None
     q_err = "qonnx's QuantToQCDQ failed on this model"
     if q is not None:
-        q = fold_constant_quantizers(constant_nodes_to_initializers(q))
-        left = sorted({n.op_type for n in q.graph.node if n.domain in QONNX_DOMAINS})
-        if left:
-            q_err = f"QuantToQCDQ left {left} (e.g. bit widths outside 2..8): no stock QCDQ form"
-        else:
-            qi = fold_weight_qdq(q)
+        try:
+            q = fold_constant_quantizers(constant_nodes_to_initializers(q))
+            left = sorted({n.op_type for n in q.graph.node if n.domain in QONNX_DOMAINS})
+            if left:
+                q_err = f"QuantToQCDQ left {left} (e.g. bit widths outside 2..8): no stock QCDQ form"
+            else:
+                qi = fold_weight_qdq(q)
+        except Exception as e:  # the converted model is one onnxruntime refuses (e.g. float64 scales)
+            q, qi = None, None
+            q_err = f"QCDQ form not runnable: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
 
     def stock(m: onnx.ModelProto | None, optimize: bool) -> Runner:
         if m is None:

@@ -433,7 +433,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     except Exception as e:
         session_error = _short(str(e), 600)
         named = _failing_nodes(str(e), prepared)
-        culprits = [(n, session_error) for n in named] or isolate_failing_nodes(prepared)
+        culprits = [(n, session_error) for n in named]
+        if not culprits:
+            try:
+                culprits = isolate_failing_nodes(prepared)
+            except Exception:  # best effort: the session's own message is reported anyway
+                culprits = []
         refused = {id(n): why for n, why in culprits}
     report["loads"] = session_error is None
     report["error"] = session_error

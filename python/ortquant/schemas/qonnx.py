@@ -29,6 +29,7 @@ DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "onnx.brevitas")
 F = "tensor(float)"
 F16 = ["tensor(float)", "tensor(float16)"]
 F16_F64 = ["tensor(float)", "tensor(float16)", "tensor(double)"]
+INTS = [f"tensor({t})" for t in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")]
 BW = (
     "TB",
     ["tensor(float)", "tensor(int32)", "tensor(float16)", "tensor(double)", "tensor(int64)"],
@@ -70,8 +71,8 @@ def _quant(name: str) -> Op:
         ],
         [
             ("TX", F16_F64, "float32, float16 or float64 (float16 and float64 do not mix)"),
-            ("TS", F16_F64, "float32, float16 or float64"),
-            ("TZ", F16_F64, "float32, float16 or float64"),
+            ("TS", [*F16_F64, *INTS], "float32, float16, float64 or an integer type (numpy's promotion)"),
+            ("TZ", [*F16_F64, *INTS], "float32, float16, float64 or an integer type (numpy's promotion)"),
             BW,
         ],
         infer_broadcast([0, 1, 2, 3], TensorProto.FLOAT),

@@ -16,6 +16,8 @@ namespace {
 
 using qonnx_elementwise::expect_wide;
 using qonnx_elementwise::is_float16;
+using qonnx_elementwise::is_int_type;
+using qonnx_elementwise::promote_int_param;
 using qonnx_elementwise::kDouble;
 using qonnx_elementwise::kFloat16;
 
@@ -27,10 +29,19 @@ class QuantKernel : public OpKernel {
     narrow_ = info.attr_bool("narrow", false);
     const std::string mode = info.attr_string("rounding_mode", "ROUND");
     if (!parse_qonnx_round_mode(mode, &mode_)) throw_error("attribute 'rounding_mode': unknown rounding mode '", mode, "'");
+    // Integer scales and zero points (qonnx's QKeras/hls4ml converter writes int64) are promoted once, as numpy does.
+    if (scale_.is_constant() && is_int_type(scale_.constant()->dtype)) {
+      scale_promoted_ = OwnedTensor();
+      promote_int_param(*scale_.constant(), *scale_promoted_, "scale");
+    }
+    if (zeropt_.is_constant() && is_int_type(zeropt_.constant()->dtype)) {
+      zeropt_promoted_ = OwnedTensor();
+      promote_int_param(*zeropt_.constant(), *zeropt_promoted_, "zeropt");
+    }
     // Inputs all constant (a weight quantizer): compute once here, bit-exact with computing per run.
     if (x_.is_constant() && scale_.is_constant() && zeropt_.is_constant() && bitwidth_.is_constant()) {
       folded_ = OwnedTensor();
-      run(*x_.constant(), *scale_.constant(), *zeropt_.constant(), *bitwidth_.constant(), nullptr, &*folded_);
+      run(*x_.constant(), param(scale_, scale_promoted_, nullptr), param(zeropt_, zeropt_promoted_, nullptr), *bitwidth_.constant(), nullptr, &*folded_);
     }
   }
 
@@ -40,13 +51,28 @@ class QuantKernel : public OpKernel {
       if (!folded_->bytes.empty()) std::memcpy(y, folded_->bytes.data(), folded_->bytes.size());
       return;
     }
-    run(x_.get(ctx), scale_.get(ctx), zeropt_.get(ctx), bitwidth_.get(ctx), &ctx, nullptr);
+    run(x_.get(ctx), param(scale_, scale_promoted_, &ctx), param(zeropt_, zeropt_promoted_, &ctx), bitwidth_.get(ctx), &ctx, nullptr);
   }
 
  private:
+  // scale or zeropt as run() takes it: float16/32/64 as given, an integer constant promoted at creation.
+  static TensorView param(const ParamInput& p, const std::optional<OwnedTensor>& promoted, const KernelContext* ctx) {
+    if (promoted) return promoted->view();
+    return ctx ? p.get(*ctx) : *p.constant();
+  }
+
   // Computes into ctx's output 0, or into `folded` when ctx is null.
-  void run(const TensorView& x, const TensorView& s, const TensorView& z, const TensorView& b, KernelContext* ctx,
-           OwnedTensor* folded) const {
+  void run(const TensorView& x, const TensorView& scale, const TensorView& zeropt, const TensorView& b,
+           KernelContext* ctx, OwnedTensor* folded) const {
+    // Runtime integer scales or zero points (rare: exporters store them as initializers) are promoted per call.
+    OwnedTensor s_promoted, z_promoted;
+    const bool int_s = is_int_type(scale.dtype), int_z = is_int_type(zeropt.dtype);
+    const TensorView s = int_s ? promote_int_param(scale, s_promoted, "scale") : scale;
+    const TensorView z = int_z ? promote_int_param(zeropt, z_promoted, "zeropt") : zeropt;
+    const bool any_int = int_s || int_z || scale_promoted_ || zeropt_promoted_;
+    if (any_int && (x.dtype == kFloat16 || s.dtype == kFloat16 || z.dtype == kFloat16))
+      throw_error("an integer scale or zeropt with float16 X, scale or zeropt is not supported; use float16 or "
+                  "float32 parameters");
     const bool wide = x.dtype == kDouble || s.dtype == kDouble || z.dtype == kDouble;
     const bool x16 = !wide && is_float16(x, "input X");
     const bool s16 = !wide && is_float16(s, "input scale");
@@ -105,6 +131,7 @@ class QuantKernel : public OpKernel {
   }
 
   ParamInput x_, scale_, zeropt_, bitwidth_;
+  std::optional<OwnedTensor> scale_promoted_, zeropt_promoted_;
   bool signed_ = true, narrow_ = false;
   RoundMode mode_ = RoundMode::kHalfEven;
   std::optional<OwnedTensor> folded_;
@@ -114,20 +141,12 @@ class QuantKernel : public OpKernel {
 
 std::vector<OpSpec> quant_specs(const std::string& name) {
   std::vector<OpSpec> specs;
-  for (int combo = 0; combo < 8; ++combo) {  // all-float32 first
-    auto t = [&](int bit) { return combo & (1 << bit) ? kFloat16 : kFloat; };
+  // scale and zeropt take any type (float16/32/64 or an integer type, promoted and checked by the kernel), so the
+  // forms differ in X only.
+  for (ONNXTensorElementDataType x : {kFloat, kFloat16, kDouble}) {
     OpSpec s;
     s.name = name;
-    s.inputs = {req(t(0)), req(t(1)), req(t(2)), req(kAny)};
-    s.outputs = {req(kFloat)};
-    s.factory = [](const KernelInfo& info) { return std::make_unique<QuantKernel>(info); };
-    specs.push_back(std::move(s));
-  }
-  for (int combo = 1; combo < 8; ++combo) {  // float32/float64 with at least one float64 (wide_params.h)
-    auto t = [&](int bit) { return combo & (1 << bit) ? kDouble : kFloat; };
-    OpSpec s;
-    s.name = name;
-    s.inputs = {req(t(0)), req(t(1)), req(t(2)), req(kAny)};
+    s.inputs = {req(x), req(kAny), req(kAny), req(kAny)};
     s.outputs = {req(kFloat)};
     s.factory = [](const KernelInfo& info) { return std::make_unique<QuantKernel>(info); };
     specs.push_back(std::move(s));

@@ -13,9 +13,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
 
-# The suite checks models with onnx.checker / shape inference, which need ortquant's schemas; importing ortquant
-# no longer registers them (issue 12: tests/test_packaging.py checks that it does not).
-ortquant.register_schemas()
+# No global set-up here: every test runs in the state a user's process has after `import ortquant` (in particular
+# no ONNX schemas are registered; a test that checks a model with onnx.checker registers them itself, as a user
+# must). tests/realworld/ runs published models in fresh processes through the public API.
 
 try:  # the exception types onnxruntime raises
     from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, InvalidGraph, RuntimeException
@@ -36,6 +36,8 @@ NP_TO_ONNX = {
     np.dtype(np.uint16): TensorProto.UINT16,
     np.dtype(np.int32): TensorProto.INT32,
     np.dtype(np.int64): TensorProto.INT64,
+    np.dtype(np.uint32): TensorProto.UINT32,
+    np.dtype(np.uint64): TensorProto.UINT64,
     np.dtype(np.bool_): TensorProto.BOOL,
 }
 

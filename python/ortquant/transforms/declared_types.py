@@ -46,6 +46,9 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _inferred_types(model: onnx.ModelProto) -> dict[str, int]:
+    from ortquant.schemas import register_schemas
+
+    register_schemas()  # without ortquant's schemas, inference types no custom-op output and finds nothing
     bare = _skeleton(model)
     for out in bare.graph.output:  # outputs are inferred too, not taken from the declaration
         out.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED

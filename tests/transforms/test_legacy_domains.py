@@ -79,6 +79,8 @@ CASES = {
     "default_domain_opset11": ("", [("", 11)]),
     "finn_imported": ("finn", [("", 11), ("finn", 1)]),
     "finn_not_imported": ("finn", [("", 11)]),
+    "qonnx_imported": ("qonnx", [("", 11), ("qonnx", 1)]),  # files older qonnx releases wrote
+    "qonnx_not_imported": ("qonnx", [("", 11)]),
     "general_not_imported": (GENERAL, [("", 13)]),
     "brevitas_not_imported": ("onnx.brevitas", [("", 11)]),
 }
@@ -92,7 +94,7 @@ def test_legacy_model_matches_qonnx(case, tmp_path):
     want = qonnx_run(_as_general(model), {"x": x})["y"]
     path = tmp_path / "in.onnx"
     onnx.save(model, path)
-    if domain in ("", "finn"):  # as published, plain onnxruntime with the library cannot load it
+    if domain in ("", "finn", "qonnx"):  # as published, plain onnxruntime with the library cannot load it
         with pytest.raises(ORT_ERRORS):
             ort_with_library(str(path), {"x": x})
     got = ortquant.InferenceSession(str(path)).run(None, {"x": x})[0]

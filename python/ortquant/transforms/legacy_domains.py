@@ -5,13 +5,14 @@ What exporters wrote over the years, and what this transform does with it (docs/
 - ``finn`` (FINN 2019-2020): qonnx's ``ModelWrapper`` renames such nodes to ``qonnx.custom_op.general`` (or to
   ``finn.custom_op.fpgadataflow`` when the node has ``backend="fpgadataflow"``, FINN hardware ops ortquant does
   not run). We do the same rename for the QONNX general ops.
+- ``qonnx`` (files qonnx itself wrote in older releases): the same rename as ``finn``.
 - ``""`` (the default domain, older Brevitas/FINN flows with opset 9/11): a node whose op type is a QONNX general
   op is moved to ``qonnx.custom_op.general`` only when the name is not a standard ONNX op (true for every QONNX
   name today) or, should ONNX ever define the name, when the node's input count and attributes are QONNX's
   signature and not the standard op's. Standard ops are never touched.
-- Domains the C library registers (qonnx, finn.custom_op.general, onnx.brevitas, thinker, onnxinfer, ngraph)
-  load in onnxruntime even when ``opset_import`` does not list them (tried with onnxruntime 1.31), so such models
-  are left alone; the import is added only for the domain moved nodes land in.
+- Domains the C library registers (qonnx.custom_op.general, finn.custom_op.general, onnx.brevitas, thinker,
+  onnxinfer, ngraph) load in onnxruntime even when ``opset_import`` does not list them (tried with onnxruntime
+  1.31), so such models are left alone; the import is added only for the domain moved nodes land in.
 
 Moved nodes need an import of ``qonnx.custom_op.general``; when the model has none it is added at version 1, or 2
 when a moved node is a 6-input Trunc (v2) from the default domain (qonnx never ran those, so the input count is
@@ -26,6 +27,8 @@ import onnx
 from ortquant.transforms._util import all_nodes, copy_model
 
 QONNX_GENERAL = "qonnx.custom_op.general"
+# Domains whose QONNX general ops are renamed to QONNX_GENERAL (as qonnx's ModelWrapper renames ``finn``).
+LEGACY_DOMAINS = ("finn", "qonnx")
 
 # QONNX general op types: the input counts and the attributes that identify qonnx's signature.
 QONNX_SIGNATURES: dict[str, tuple[tuple[int, ...], frozenset[str]]] = {
@@ -68,7 +71,7 @@ def _node_target(node: onnx.NodeProto) -> str | None:
     """The domain this transform moves ``node`` to, or None."""
     if node.domain in ("", "ai.onnx") and _takes_default_domain_node(node):
         return QONNX_GENERAL
-    if node.domain == "finn" and node.op_type in QONNX_SIGNATURES:
+    if node.domain in LEGACY_DOMAINS and node.op_type in QONNX_SIGNATURES:
         backend = next((a for a in node.attribute if a.name == "backend"), None)
         if backend is None:
             return QONNX_GENERAL

@@ -357,3 +357,37 @@ def test_realworld_layers_on_grids() -> None:
     # the subpixel ESPCN's first layer reads the float graph input; the resize one's reads a Quant after a Relu
     assert per_model["qonnx_espcn_subpixel_w4a4"] == (3, 4) and per_model["qonnx_espcn_nn_resize_w4a4"] == (4, 4)
     assert on >= 185, (on, total)
+
+
+def test_qdq_sources_clip_and_sub() -> None:
+    """The QCDQ form: QuantizeLinear (int8) -> Clip to [-7, 7] -> DequantizeLinear (per channel), and the Sub of
+    two grids with one scale."""
+    c = 3
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "qs", "qz"], ["q"]),
+        helper.make_node("Clip", ["q", "lo", "hi"], ["qc"]),
+        helper.make_node("DequantizeLinear", ["qc", "ds", "dz"], ["dq"], axis=1),
+        helper.make_node("DequantizeLinear", ["q", "ds", "dz"], ["dq_full"], axis=1),
+        _quant("x", "a", "s", "z", "b"),
+        _quant("x", "a2", "s", "z2", "b"),
+        helper.make_node("Sub", ["a", "a2"], ["sub"]),
+        helper.make_node("Clip", ["a", "cmin", "cmax"], ["clip_off"]),
+    ]
+    ds = np.array([0.5, 0.25, 0.125], F32)
+    inits = {"qs": F32(0.05), "qz": np.int8(0), "lo": np.int8(-7), "hi": np.int8(7), "ds": ds,
+             "dz": np.array([0, 1, -2], np.int8), "s": F32(0.25), "z": F32(0), "z2": F32(3), "b": F32(4),
+             "cmin": F32(-1.0), "cmax": F32(0.3)}  # fmt: skip
+    want = {
+        "q": (1.0, 0.0, -128, 127),
+        "qc": (1.0, 0.0, -7, 7),
+        "dq": (ds.astype(np.float64).reshape(1, c, 1, 1), np.array([0.0, 1.0, -2.0]).reshape(1, c, 1, 1), -7, 7),
+        "dq_full": (
+            ds.astype(np.float64).reshape(1, c, 1, 1),
+            np.array([0.0, 1.0, -2.0]).reshape(1, c, 1, 1),
+            -128,
+            127,
+        ),
+        "sub": (0.25, -3.0, -15, 15),  # (q1 - 0) - (q2 - 3): codes q1 - q2 in [-15, 15], zero point 0 - 3
+        "clip_off": None,  # 0.3 is not on the 0.25 grid and cuts into its range
+    }
+    _check(_model(nodes, inits, [2, c, 4, 4]), _x([2, c, 4, 4], 3.0), want)

@@ -11,14 +11,15 @@ else e.g. ``[1, C, 1, 1]`` for a per-channel one. NaN values are on no grid; the
 node and its inputs' grids returning the output grid or None):
 
 - sources: ``Quant`` / ``IntQuant`` (constant scale, zero point and bit width: q in the bit width's range),
+  ``QuantizeLinear`` (the integer type's range) and ``DequantizeLinear`` (its scale and zero point),
   ``BipolarQuant`` (q in {-1, 1}), ``MultiThreshold`` (the threshold count times ``out_scale`` plus ``out_bias``),
   ``Trunc`` / ``TruncQuant`` (v2: ``out_scale`` and the output bit width's range; v1: the input's grid, the code
   divided by ``2^(in - out)``), and constants whose values are all integers (float or integer types: scale 1);
 - what keeps the values: Identity, DebugMarker, Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice, Pad
   (constant 0, or edge / reflect / wrap), Im2Col (its pad value on the grid), MaxPool, Resize (nearest), Concat
-  of grids with one scale and zero point, Relu (an integer zero point);
+  of grids with one scale and zero point, Relu (an integer zero point), Clip (bounds on the grid);
 - what changes the scale: Mul by a constant (per tensor or per channel; a negative factor flips the codes), Div by
-  a constant, Add of two grids with one scale (codes add), AveragePool / GlobalAveragePool (the integer sum of the
+  a constant, Add / Sub of two grids with one scale (codes add), AveragePool / GlobalAveragePool (the integer sum of the
   window, then 1 / k), QuantAvgPool2d (integer input: the window sum shifted right).
 
 A per-channel grid passes a shape-changing op only where the op leaves the axes it varies along alone; ranks come
@@ -247,6 +248,106 @@ def rule_trunc(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> 
     d = 2.0 ** (in_bits - out_bits)
     q_lo, q_hi = np.floor(x_lo / sv + zv), np.ceil(x_hi / sv + zv)
     return make_grid(sv, zv, np.floor(q_lo / d), np.ceil(q_hi / d))
+
+
+_INT_RANGES = {
+    onnx.TensorProto.INT8: (-128, 127),
+    onnx.TensorProto.UINT8: (0, 255),
+    onnx.TensorProto.INT16: (-32768, 32767),
+    onnx.TensorProto.UINT16: (0, 65535),
+    onnx.TensorProto.INT4: (-8, 7),
+    onnx.TensorProto.UINT4: (0, 15),
+}
+
+
+def _per_axis(a: np.ndarray, axis: int, rank: int | None) -> np.ndarray | None:
+    """A QuantizeLinear / DequantizeLinear parameter as a numpy-broadcastable array: as it is when it has one
+    element, else its 1-D values along ``axis`` of a tensor of rank ``rank`` (None when the rank is unknown)."""
+    a = np.asarray(a, dtype=np.float64)
+    if a.size == 1:
+        return a.reshape(())
+    if a.ndim != 1 or rank is None:
+        return None
+    shape = [1] * rank
+    shape[axis % rank] = a.size
+    return a.reshape(shape)
+
+
+def rule_dequantize_linear(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """DequantizeLinear: ``(x - zero_point) * scale`` of integers x (per tensor or per axis; not blocked), x in its
+    grid's range when it has one (e.g. after a Clip), else in its type's range."""
+    if _attr(node, "block_size", 0):
+        return None
+    s = ctx.const(node.input[1]) if len(node.input) > 1 else None
+    has_zp = len(node.input) > 2 and bool(node.input[2])
+    z_raw = ctx.const(node.input[2]) if has_zp else np.zeros((), np.int32)  # no zero point: 0, x's type unknown
+    if s is None or z_raw is None:
+        return None
+    g = grids[0]
+    if g is not None:
+        if not (g.per_tensor and float(g.scale) == 1.0 and float(g.zero_point) == 0.0):
+            return None
+        lo, hi = g.lo, g.hi
+    else:
+        x_const = ctx.const(node.input[0])
+        dtype = onnx.helper.np_dtype_to_tensor_dtype(z_raw.dtype) if x_const is None and has_zp else None
+        if x_const is not None:
+            lo, hi = int(x_const.min()), int(x_const.max())
+        elif dtype in _INT_RANGES:
+            lo, hi = _INT_RANGES[dtype]
+        else:
+            return None
+    rank, axis = ctx.rank(node.input[0]), int(_attr(node, "axis", 1))  # type: ignore[call-overload]
+    scale, zp = _per_axis(s, axis, rank), _per_axis(z_raw, axis, rank)
+    if scale is None or zp is None:
+        return None
+    return make_grid(scale, zp, lo, hi)
+
+
+def rule_quantize_linear(node: onnx.NodeProto, _grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """QuantizeLinear: integers of the zero point's type (int8 without one), saturated to its range."""
+    z = ctx.const(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    dtype = int(_attr(node, "output_dtype", 0)) or (  # type: ignore[call-overload]
+        onnx.helper.np_dtype_to_tensor_dtype(z.dtype) if z is not None else onnx.TensorProto.UINT8
+    )
+    rng = _INT_RANGES.get(dtype)
+    return None if rng is None else make_grid(1.0, 0.0, *rng)
+
+
+def rule_clip(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """Clip of a per-tensor grid by constant bounds: a bound that can act must be on the grid; the range shrinks."""
+    g = grids[0]
+    if g is None or not g.per_tensor:
+        return None
+    s, z = float(g.scale), float(g.zero_point)
+    lo, hi = float(g.lo), float(g.hi)
+    for index, attr, is_min in ((1, "min", True), (2, "max", False)):
+        b = _scalar(ctx.const(node.input[index])) if len(node.input) > index and node.input[index] else None
+        b = _attr(node, attr) if b is None else b  # opset < 11 has attributes
+        if b is None:
+            continue
+        code = float(b) / s + z  # type: ignore[arg-type]
+        if is_min and code > lo:
+            if code != np.rint(code):
+                return None
+            lo = code
+        elif not is_min and code < hi:
+            if code != np.rint(code):
+                return None
+            hi = code
+    return make_grid(s, z, lo, hi)
+
+
+def rule_sub(_node: onnx.NodeProto, grids: list[Grid | None], _ctx: Context) -> Grid | None:
+    """Sub of two grids with one scale: the codes subtract."""
+    a, b = grids[0], grids[1] if len(grids) > 1 else None
+    if a is None or b is None or not a.same_scale(b):
+        return None
+    try:
+        zp = a.zero_point - b.zero_point
+    except ValueError:
+        return None
+    return make_grid(a.scale, zp, a.lo - b.hi, a.hi - b.lo)
 
 
 def constant_grid(value: np.ndarray) -> Grid | None:
@@ -594,6 +695,10 @@ STANDARD_RULES: dict[str, Rule] = {
     "Mul": rule_mul,
     "Div": rule_div,
     "Add": rule_add,
+    "Sub": rule_sub,
+    "Clip": rule_clip,
+    "QuantizeLinear": rule_quantize_linear,
+    "DequantizeLinear": rule_dequantize_linear,
     "AveragePool": rule_averagepool,
     "GlobalAveragePool": rule_global_averagepool,
 }

@@ -92,14 +92,22 @@ Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
 def cpu_name() -> str:
-    """The CPU model name (``/proc/cpuinfo``), else the platform's processor string."""
+    """The CPU model name with its family / model and vector ISA (``/proc/cpuinfo``), e.g. "AMD EPYC (family 25,
+    model 1; avx2, no avx512)"; the platform's processor string elsewhere."""
     try:
+        info: dict[str, str] = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+            key, _, value = line.partition(":")
+            info.setdefault(key.strip(), value.strip())
+            if not line.strip():
+                break
+        flags = set(info.get("flags", "").split())
+        isa = "avx512" if "avx512f" in flags else ("avx2, no avx512" if "avx2" in flags else "no avx2")
+        if "avx512_vnni" in flags or "avx_vnni" in flags:
+            isa += ", vnni"
+        return f"{info['model name']} (family {info.get('cpu family', '?')}, model {info.get('model', '?')}; {isa})"
+    except (OSError, KeyError):
+        return platform.processor() or "unknown"
 
 
 def _options(optimize: bool = True) -> ort.SessionOptions:

@@ -1,6 +1,6 @@
 """ortquant against what users would run instead, on models as published: correctness first, then speed.
 
-    PYTHONPATH=python .venv/bin/python bench/bench_peers.py MODEL.onnx [...] [--batch 1,8] [--json OUT]
+    PYTHONPATH=python .venv/bin/python bench/bench_peers.py [MODEL.onnx ...] [--batch 1,8] [--json OUT] [--quick]
 
 Sides (each a session over the same model, one intra-op thread):
 
@@ -79,6 +79,17 @@ from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+ROOT = Path(__file__).resolve().parents[1]
+REALWORLD = ROOT.parent / "shared" / "conformance" / "realworld"
+# Without model arguments (``make bench``): the models of BENCHMARKS.md's summary table that are present.
+DEFAULT_MODELS = [
+    *(ROOT / "models" / f"{m}.onnx" for m in ("cnn4c2f_w4a4", "cnn_w4a4", "int8_resblock", "resnet_mini_w6a6",
+                                            "mixed_bits")),
+    *(REALWORLD / f"{m}.onnx" for m in ("qonnx_espcn_nn_resize_w4a4", "qonnx_espcn_subpixel_w4a4",
+                                        "radioml_vgg10_w8a8", "tiny_kws_w3a3", "labs_gtsrb12_w2a3", "qonnx2mdc_mnist",
+                                        "exm_separable_conv_ch_last", "exm_branched_model_ch_last",
+                                        "exm_tiny_unet_ch_last", "qkt_qconv2d_conversion")),
+]  # fmt: skip
 SIDES = (
     "ortquant-integer",
     "ortquant-default",
@@ -570,7 +581,8 @@ def summary_table(results: list[dict[str, Any]], cpu: str) -> str:
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs="+", type=Path)
+    p.add_argument("models", nargs="*", type=Path, help="default: the summary table's models that are present")
+    p.add_argument("--quick", action="store_true", help="a smoke run: batch 1, one sample per run, two models")
     p.add_argument("--batch", default="1,8", help="comma-separated batch sizes (default 1,8)")
     p.add_argument("--json", type=Path, help="write the results here (a list of objects, one per model and batch)")
     p.add_argument("--samples", type=int, default=7, help="samples per interleaved run (three runs)")
@@ -580,6 +592,10 @@ def main(argv: list[str]) -> int:
     if args.summary:
         print(summary_table(json.loads(Path(args.models[0]).read_text()), args.summary))
         return 0
+    if not args.models:
+        args.models = [m for m in DEFAULT_MODELS if m.exists()][: 2 if args.quick else None]
+    if args.quick:
+        args.batch, args.samples = "1", 1
     batches = [int(b) for b in args.batch.split(",") if b]
     print(f"ortquant {ortquant.__version__}, onnxruntime {ort.__version__}, isa {ortquant.kernels.active_isa()}, "
           f"CPU {cpu_name()}, 1 thread, CPU time", flush=True)  # fmt: skip

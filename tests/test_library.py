@@ -186,3 +186,17 @@ def test_onnxruntime_does_not_fold_the_custom_node(tmp_path):
     assert QONNX in {o.domain for o in saved.opset_import}
     (y,) = ortquant.InferenceSession(optimized, exact=True).run(None, {"x": x})
     assert_bitexact(y, x * wq)
+
+
+def test_registration_disables_the_optimizations_that_reround_before_quantizers():
+    """docs/ops.md, "Default mode": the library sets the list unless the caller already chose one."""
+    import onnxruntime as ort
+
+    key = "optimization.disable_specified_optimizers"
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ortquant.library_path())  # what a plain host does
+    assert so.get_session_config_entry(key) == "NchwcTransformer;ConvBNFusion"
+    mine = ort.SessionOptions()
+    mine.add_session_config_entry(key, "ConstantFolding")
+    ortquant.register(mine)
+    assert mine.get_session_config_entry(key) == "ConstantFolding"

@@ -164,6 +164,15 @@ constexpr const char* kMinOrtText = "1.19";
 // Session config entry marking options the domains were added to (also read by the Python helper).
 constexpr const char* kRegisteredKey = "ortquant.registered";
 
+// onnxruntime optimizations that re-round a float convolution: the NCHWc convolution sums in another order and
+// folds BatchNormalization into the weights, ConvBNFusion folds it too. In front of a QONNX activation quantizer a
+// float32 ulp can move a value across a rounding boundary, one quantizer step (measured on the published ESPCN
+// models: 4 and 262 pixels moved by 1-3 steps). Registering the library disables them on the session options,
+// unless the caller set the key already (set it after registering to choose otherwise; docs/ops.md, "Default
+// mode"). The value is onnxruntime's ';'-separated optimizer list.
+constexpr const char* kDisabledOptimizersKey = "optimization.disable_specified_optimizers";
+constexpr const char* kDisabledOptimizers = "NchwcTransformer;ConvBNFusion";
+
 // (major, minor) of "1.31.1"; (0, 0) when unknown.
 std::pair<uint32_t, uint32_t> runtime_version(const OrtApiBase* base) {
   const char* v = base->GetVersionString();
@@ -260,6 +269,15 @@ __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps
     }
     if (options != nullptr) {
       if (OrtStatus* st = g_api->AddSessionConfigEntry(options, kRegisteredKey, "1")) return st;
+      int has_disabled = 0;
+      if (OrtStatus* st = g_api->HasSessionConfigEntry(options, kDisabledOptimizersKey, &has_disabled)) {
+        g_api->ReleaseStatus(st);
+        has_disabled = 1;  // cannot tell: leave the caller's options alone
+      }
+      if (!has_disabled) {
+        if (OrtStatus* st = g_api->AddSessionConfigEntry(options, kDisabledOptimizersKey, kDisabledOptimizers))
+          return st;
+      }
     }
   } catch (const std::exception& e) {
     return g_api->CreateStatus(ORT_FAIL, (std::string("ortquant: ") + e.what()).c_str());

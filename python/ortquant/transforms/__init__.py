@@ -20,6 +20,7 @@ from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.check_trunc import check_trunc_versions
 from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
+from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.legacy_domains import fix_legacy_domains
@@ -28,13 +29,15 @@ from ortquant.transforms.lower_integer import lower_integer
 
 @dataclass(frozen=True)
 class PrepareOptions:
-    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine.
+    """What the caller asked for: ``exact`` reproduces qonnx bit for bit, ``integer`` lowers to the int8 engine,
+    ``overridable_initializers`` keeps initializers that are listed as graph inputs overridable at run time.
 
     The two contradict each other (integer mode computes exact sums, qonnx float32 ones): asking for both raises.
     """
 
     exact: bool = False
     integer: bool = False
+    overridable_initializers: bool = False
 
     def __post_init__(self) -> None:
         if self.exact and self.integer:
@@ -53,6 +56,9 @@ class Transform:
 # Domains first (every later step sees QONNX nodes in their canonical domain), then the checks, then the type
 # fixes (the int8 rewrites read element types), then the rewrites.
 PIPELINE: list[Transform] = [
+    # Weights listed as graph inputs become constants (unless the caller feeds them): every later step, onnxruntime's
+    # optimizations and integer mode then see constant weights.
+    Transform("constant_initializers", constant_initializers, lambda o: not o.overridable_initializers),
     Transform("fix_legacy_domains", fix_legacy_domains),
     Transform("check_trunc_versions", check_trunc_versions),
     Transform("fix_declared_types", fix_declared_types),

@@ -304,6 +304,15 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     so = sess_options if sess_options is not None else ort.SessionOptions()
     if exact:
         exact_session_options(so)
+        if so.intra_op_num_threads != 0:
+            warnings.warn(
+                f"exact=True with intra_op_num_threads={so.intra_op_num_threads}: qonnx runs onnxruntime with its "
+                "default thread count (one per physical core), and some float kernels split their sums by thread "
+                "count, so results can differ from qonnx's by float32 ulps; leave intra_op_num_threads unset (0) "
+                "for qonnx's bits (docs/ops.md, \"exact=True\")",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     register(so)
     providers = list(providers) if providers is not None else ["CPUExecutionProvider"]
     if provider_options is not None:

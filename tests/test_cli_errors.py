@@ -367,3 +367,9 @@ def test_bench_arguments_are_checked_before_it_runs(tmp_path):
     one_line_error(cli("bench", CNN, "--runs", "0"), "bench", "--runs must be at least 1")
     missing = tmp_path / "nope" / "figures.json"
     one_line_error(cli("bench", CNN, "--runs", "2", "--json", missing), "bench", str(missing), "does not exist")
+
+
+@pytest.mark.parametrize("command", ["check", "prepare"])
+def test_exact_and_integer_together_is_a_bad_argument(command, tmp_path):
+    extra = [tmp_path / "out.onnx"] if command == "prepare" else []
+    one_line_error(cli(command, CNN, "--exact", "--integer", *extra), command, "contradict")

@@ -309,7 +309,7 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
                 f"exact=True with intra_op_num_threads={so.intra_op_num_threads}: qonnx runs onnxruntime with its "
                 "default thread count (one per physical core), and some float kernels split their sums by thread "
                 "count, so results can differ from qonnx's by float32 ulps; leave intra_op_num_threads unset (0) "
-                "for qonnx's bits (docs/ops.md, \"exact=True\")",
+                'for qonnx\'s bits (docs/ops.md, "exact=True")',
                 RuntimeWarning,
                 stacklevel=2,
             )

@@ -373,3 +373,10 @@ def test_bench_arguments_are_checked_before_it_runs(tmp_path):
 def test_exact_and_integer_together_is_a_bad_argument(command, tmp_path):
     extra = [tmp_path / "out.onnx"] if command == "prepare" else []
     one_line_error(cli(command, CNN, "--exact", "--integer", *extra), command, "contradict")
+
+
+def test_run_with_an_input_of_the_wrong_shape(tmp_path):
+    model = _quant_model(tmp_path / "q.onnx")  # x: float32 [2, 3]
+    np.save(tmp_path / "x.npy", np.zeros((4, 3), np.float32))
+    r = cli("run", model, "--input", "x=x.npy", cwd=tmp_path)
+    one_line_error(r, "run", str(model), "invalid dimensions for input: x", "Got: 4 Expected: 2")

@@ -834,7 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``ortquant`` command."""
     parser = argparse.ArgumentParser(
         prog="ortquant",
-        description=__doc__.split("\n")[0],
+        description=__doc__.split("\n")[0].replace("``", ""),
         epilog="exit status: 0 ok; 1 check found a problem; 2 error (one line on stderr); 3 internal error",
     )
     parser.add_argument("--version", action=_VersionAction, help="print the versions of ortquant and onnxruntime")

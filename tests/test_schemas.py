@@ -13,6 +13,12 @@ from conftest import IR_VERSION
 from ortquant.schemas import qonnx as qonnx_schemas
 
 
+@pytest.fixture(autouse=True)
+def _schemas() -> None:
+    """What a user who wants onnx.checker / shape inference to know ortquant's ops does (README)."""
+    ortquant.register_schemas()
+
+
 def test_every_native_op_has_a_schema():
     missing = [(d, o) for d, o in sorted(ortquant.supported_ops()) if not onnx.defs.has(o, d)]
     assert not missing, f"ops registered in libortquant.so without an ONNX schema: {missing}"

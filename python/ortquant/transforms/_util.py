@@ -44,7 +44,7 @@ def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def element_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element types of the top-level graph's values: declared ones, then onnx shape inference (best effort)."""
-    from ortquant.schemas import register_schemas  # issue 12: schemas are registered lazily, where needed
+    from ortquant.schemas import register_schemas  # schemas are registered lazily, where needed
 
     register_schemas()  # shape inference types custom-op outputs only with ortquant's schemas
     types: dict[str, int] = {}

@@ -270,3 +270,25 @@ def test_too_old_onnxruntime_is_one_line_not_an_internal_error(quant_model, monk
     err = capsys.readouterr().err
     assert err.startswith("ortquant run: error: ortquant needs onnxruntime >= ") and err.count("\n") == 1, err
     assert "1.18.1" in err and "internal error" not in err
+
+
+def test_prepare_batch_makes_a_fixed_batch_model_take_any_batch(tmp_path):
+    """`ortquant prepare --batch dynamic` on RadioML VGG10 (batch 1 fixed, as published): batch 8 equals row by
+    row."""
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "realworld" / "radioml_vgg10_w8a8.onnx"
+    if not src.is_file():
+        pytest.skip(f"{src} not present")
+    assert onnx.load(str(src)).graph.input[0].type.tensor_type.shape.dim[0].dim_value == 1
+    out = tmp_path / "tfc_any_batch.onnx"
+    assert main(["prepare", str(src), str(out), "--batch", "dynamic"]) == 0
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ortquant.library_path())
+    sess = ort.InferenceSession(str(out), so, providers=["CPUExecutionProvider"])
+    inp = sess.get_inputs()[0]
+    x = np.random.default_rng(3).random((8, *[d for d in inp.shape[1:]]), dtype=np.float32)
+    whole = sess.run(None, {inp.name: x})[0]
+    rows = np.concatenate([sess.run(None, {inp.name: x[i : i + 1]})[0] for i in range(8)])
+    np.testing.assert_array_equal(whole, rows)
+    assert main(["prepare", str(src), str(tmp_path / "bad.onnx"), "--batch", "zero"]) == 2

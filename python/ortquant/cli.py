@@ -524,9 +524,19 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     from ortquant.transforms import ModelError, PrepareOptions, apply_pipeline
 
     try:
-        options = PrepareOptions(exact=args.exact, integer=args.integer)
+        options = PrepareOptions(
+            exact=args.exact, integer=args.integer, overridable_initializers=args.overridable_initializers
+        )
     except ValueError as e:
         raise UsageError(str(e)) from e
+    batch: int | None = None
+    if args.batch is not None and args.batch != "dynamic":
+        try:
+            batch = int(args.batch)
+        except ValueError:
+            batch = 0
+        if batch < 1:
+            raise UsageError(f"--batch {args.batch}: give a positive integer or 'dynamic'")
     out = Path(args.output)
     folder = out.parent if str(out.parent) else Path(".")
     if not folder.is_dir():
@@ -550,6 +560,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             raise
         # the weight quantizers are evaluated with onnxruntime, whatever --no-verify says
         raise UsageError(f"{ort_problem} (this model needs it: {type(e).__name__}: {e})") from e
+    if args.batch is not None:
+        from ortquant.transforms.batch_size import set_batch_size
+
+        prepared = set_batch_size(prepared, batch)  # ModelError naming the node where rows mix
     lowered = "lower_integer" in changed or any(n.domain == "ortquant.integer" for n in prepared.graph.node)
     if args.integer and not lowered:
         print(
@@ -871,6 +885,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-verify",
         action="store_true",
         help="write the output without checking that onnxruntime loads it with the ortquant library",
+    )
+    p.add_argument(
+        "--batch",
+        default=None,
+        metavar="N|dynamic",
+        help="set the batch dimension (a fixed batch of 1 in most exports) to N or make it symbolic",
+    )
+    p.add_argument(
+        "--overridable-initializers",
+        action="store_true",
+        help="keep initializers the file lists as graph inputs as inputs (default: they become constants)",
     )
     p.set_defaults(func=cmd_prepare)
 

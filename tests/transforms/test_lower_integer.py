@@ -538,3 +538,22 @@ def test_replayed_pass_through_nodes_keep_their_names(engine):
     m = _gemm_model()
     names = [n.name for n in lower_integer(m).graph.node]
     assert names == ["pool", "flat", "fc"], names
+
+
+def test_gemm_rank_comes_from_the_graph_input_not_from_value_info(engine):
+    """A value_info that declares the quantizer's output [1, 48] while the graph input is [48] (onnxruntime does not
+    enforce value_info): the Gemm's A is 1-D, so integer mode must leave it to onnxruntime ([1, 10] there)."""
+    m = _gemm_on((48,))
+    m.graph.value_info.append(helper.make_tensor_value_info("xq", TensorProto.FLOAT, [1, 48]))
+    (d,) = integer_plan(m)
+    assert not d.integer and "rank 1" in d.reason, d
+    _both_modes_agree(m, np.ones(48, np.float32))
+
+
+def test_conv_geometry_beyond_qconv_limits_stays_float(engine):
+    """A stride of 2^31 runs on onnxruntime's Conv; QConv refuses it: the layer stays on the float path."""
+    m, _ = _conv_model(bn=False)
+    _set_attr(_node(m, "conv"), helper.make_attribute("strides", [1 << 31, 1]))
+    (d,) = integer_plan(m)
+    assert not d.integer and "QConv's limits" in d.reason, d
+    _both_modes_agree(m, CONV_X)

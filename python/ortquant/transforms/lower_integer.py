@@ -49,6 +49,9 @@ _PASS_THROUGH = ("Reshape", "Flatten", "MaxPool")
 _ROUNDING_MODES = ("ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "ROUND_TO_ZERO", "HALF_UP", "HALF_DOWN")
 # Element types the float Quant takes for its bit width (docs/ops.md); integer mode reads float32 and int32 ones.
 _BITS_DTYPES = (np.float32, np.int32)
+# QConv's geometry limits (core/checked.h kMaxConvStride, kMaxGeometry): layers beyond them stay on the float path.
+_MAX_CONV_STRIDE = 64
+_MAX_GEOMETRY = 1 << 16
 MAX_K = 131071  # the engine's longest exact reduction (core/gemm/pack.h kMaxK)
 FLOAT_EXACT_LIMIT = 1 << 24  # integers up to this magnitude are exact in float32
 
@@ -140,12 +143,23 @@ class _Graph:
 
 
 def _value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | None, ...] | None]]:
+    """Element types and shapes as onnxruntime will see them: the graph inputs' declarations (which onnxruntime
+    enforces on the feeds) and the initializers, propagated by onnx shape inference. The model's ``value_info`` and
+    declared output shapes are left out: onnxruntime does not enforce them, so they may be wrong."""
     from ortquant.schemas import register_schemas
 
     register_schemas()  # shape inference goes through the QONNX quantizers only with ortquant's schemas
-    graph = model.graph
+    bare = onnx.ModelProto()
+    bare.ir_version = model.ir_version
+    bare.opset_import.extend(model.opset_import)
+    bare.graph.node.extend(model.graph.node)
+    bare.graph.input.extend(model.graph.input)
+    bare.graph.initializer.extend(model.graph.initializer)
+    for o in model.graph.output:
+        bare.graph.output.add().name = o.name
+    graph = bare.graph
     try:
-        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+        graph = onnx.shape_inference.infer_shapes(bare, strict_mode=False).graph
     except Exception:  # inference is best effort: what it cannot say stays unknown
         pass
     out: dict[str, tuple[int, tuple[int | None, ...] | None]] = {}
@@ -337,12 +351,17 @@ def _conv_attrs(node: onnx.NodeProto, kernel: tuple[int, ...]) -> dict[str, obje
     if auto_pad != "NOTSET":
         raise _SkipError("auto_pad is not supported (use pads)")
     attrs: dict[str, object] = {}
-    for key, length, low in (("strides", 2, 1), ("pads", 4, 0), ("dilations", 2, 1), ("kernel_shape", 2, 1)):
+    for key, length, low, high in (
+        ("strides", 2, 1, _MAX_CONV_STRIDE),
+        ("pads", 4, 0, _MAX_GEOMETRY),
+        ("dilations", 2, 1, _MAX_GEOMETRY),
+        ("kernel_shape", 2, 1, _MAX_GEOMETRY),
+    ):
         v = _read.attr_ints(node, key, None, length=length)
         if v is None:
             continue
-        if any(x < low for x in v):
-            raise _SkipError(f"attribute '{key}' {v} has a value below {low}")
+        if any(not low <= x <= high for x in v):
+            raise _SkipError(f"attribute '{key}' {v} has a value outside [{low}, {high}] (QConv's limits)")
         attrs[key] = v
     if "kernel_shape" in attrs and tuple(attrs["kernel_shape"]) != kernel:  # type: ignore[arg-type]
         raise _SkipError(f"attribute 'kernel_shape' {attrs['kernel_shape']} is not the weight's {list(kernel)}")

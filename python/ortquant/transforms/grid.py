@@ -219,8 +219,8 @@ def rule_multithreshold(node: onnx.NodeProto, _grids: list[Grid | None], ctx: Co
 
 def rule_trunc(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
     """Trunc / TruncQuant. v2 (6 inputs): ``(q - zeropt / t) * out_scale``, q clamped to the output bit width's
-    range. v1 (5 inputs): ``(q - zeropt) * scale`` with q = round(q_in / 2^(in - out)), no clamp: its range comes
-    from the input's grid, which must have the node's scale and zero point."""
+    range. v1 (5 inputs, per-tensor parameters): ``(q - zeropt) * scale`` with q = round(q_in / 2^(in - out)) and
+    q_in = round(x / scale + zeropt), no clamp: the range comes from the input grid's smallest and largest value."""
     if len(node.input) not in (5, 6):
         return None
     s, z = ctx.const(node.input[1]), ctx.const(node.input[2])

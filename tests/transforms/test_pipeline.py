@@ -22,8 +22,9 @@ def _float_model() -> onnx.ModelProto:
 def test_pipeline_names_are_unique_and_start_with_checks():
     names = [t.name for t in PIPELINE]
     assert len(names) == len(set(names))
-    # Domain normalization comes first so the Trunc check also sees Trunc nodes moved from legacy domains.
-    assert names[:2] == ["fix_legacy_domains", "check_trunc_versions"]
+    # Weights become constants first (every later step and integer mode see them), then domain normalization, so the
+    # Trunc check also sees Trunc nodes moved from legacy domains.
+    assert names[:3] == ["constant_initializers", "fix_legacy_domains", "check_trunc_versions"]
 
 
 def test_model_that_needs_nothing_is_not_copied():

@@ -62,6 +62,12 @@ def _bad_string(message: Any) -> str | None:
     return None
 
 
+def _utf8_detail(e: UnicodeDecodeError) -> str:
+    """What protobuf's UnicodeDecodeError says about the field, in the form _bad_string uses."""
+    field = str(e).rsplit("in field: ", 1)[-1] if "in field: " in str(e) else "a string field"
+    return f"{field.rsplit('.', 1)[-1]} {bytes(e.object[e.start : e.end])[:60]!r}"
+
+
 def _check_parsed(model: onnx.ModelProto, name: str, size: int) -> onnx.ModelProto:
     if size == 0:
         raise ModelError(f"{name}: empty (0 bytes), not an ONNX model")
@@ -89,6 +95,8 @@ def load_model(
             return _check_parsed(onnx.load_from_string(source), name, len(source))
         except DecodeError as e:
             raise ModelError(f"{name}: not an ONNX model, or cut off ({e})") from e
+        except UnicodeDecodeError as e:  # protobuf may check UTF-8 while parsing, depending on its backend
+            raise ModelError(f"{name}: a corrupt ONNX model (a string field is not UTF-8: {_utf8_detail(e)})") from e
     try:
         size = os.path.getsize(name)
         model = onnx.load(name, load_external_data=False)
@@ -100,6 +108,8 @@ def load_model(
         raise ModelError(f"{name}: cannot read it ({e.strerror or e})") from e
     except DecodeError as e:
         raise ModelError(f"{name}: not an ONNX model, or cut off ({size} bytes; protobuf: {e})") from e
+    except UnicodeDecodeError as e:  # protobuf may check UTF-8 while parsing, depending on its backend
+        raise ModelError(f"{name}: a corrupt ONNX model (a string field is not UTF-8: {_utf8_detail(e)})") from e
     _check_parsed(model, name, size)
     if load_external_data and uses_external_data(model):
         try:

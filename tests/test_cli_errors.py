@@ -210,11 +210,6 @@ def test_an_onnxruntime_error_while_weight_quantizers_are_evaluated(tmp_path):
     assert "wquant" in r.stdout and "signed" in r.stdout
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fold_weight_quantizers' evaluation session logs at severity 3, so onnxruntime prints the error it raises "
-    "(which the CLI reports) a second time on stderr; severity 4 there makes this pass (then drop this mark)",
-)
 def test_weight_quantizer_errors_print_no_onnxruntime_log_line(tmp_path):
     model = _weight_quant_model(tmp_path / "w.onnx", signed=65)
     one_line_error(cli("prepare", model, tmp_path / "out.onnx"), "prepare", "wquant")

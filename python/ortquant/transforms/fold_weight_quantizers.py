@@ -67,7 +67,7 @@ def _run_nodes(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx
     sub = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
     sub.ir_version = 10
     so = ort.SessionOptions()
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # errors are raised (and reported) by the caller, not logged twice
     so.intra_op_num_threads = 1
     register(so)
     sess = ort.InferenceSession(sub.SerializeToString(), sess_options=so, providers=["CPUExecutionProvider"])

@@ -557,3 +557,15 @@ def test_conv_geometry_beyond_qconv_limits_stays_float(engine):
     (d,) = integer_plan(m)
     assert not d.integer and "QConv's limits" in d.reason, d
     _both_modes_agree(m, CONV_X)
+
+
+def test_a_quantizer_nobody_read_before_stays(engine):
+    """Only the quantizers the lowering leaves unread go: one nobody read in the model stays, so that the default
+    mode's checks (here: the weight-quantizer folding refuses its bit width) apply in integer mode too."""
+    m = _gemm_model()
+    m.graph.initializer.append(_init("bad_bits", 100, np.int32))
+    m.graph.node.insert(0, _quant("w", "unread", "ws", "wz", "bad_bits", signed=1, narrow=0))
+    assert "q_unread" in [n.name for n in lower_integer(m).graph.node]
+    for integer in (False, True):
+        with pytest.raises(ORT_ERRORS, match="q_unread"):
+            ortquant.prepare_model(m, integer=integer)

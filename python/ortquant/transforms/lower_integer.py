@@ -38,7 +38,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, copy_model
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, all_nodes, copy_model
 
 DOMAIN = "ortquant.integer"
 LAYER_OPS = ("Conv", "MatMul", "Gemm")
@@ -579,14 +579,18 @@ def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
             nodes.extend(replace[key].new_nodes)
         elif key not in removed:
             nodes.append(n)
-    # Quantizers and pass-through nodes nobody reads any more go (only those: other dead nodes are not ours).
+    # Quantizers and pass-through nodes nobody reads any more go: only those, and only those the lowering left
+    # unread (a node nobody read before stays, for onnxruntime and the other transforms to run or refuse as in the
+    # default mode).
     outputs = {o.name for o in out.graph.output}
+    read_before = {i for n in all_nodes(out.graph) for i in n.input} | outputs
     while True:
         used = {i for n in nodes for i in n.input} | outputs
         dead = [
             n
             for n in nodes
             if not any(o in used for o in n.output)
+            and any(o in read_before for o in n.output)
             and (
                 _is_qonnx(n, (*_QUANT, "BipolarQuant")) or (n.domain in STANDARD_DOMAINS and n.op_type in _PASS_THROUGH)
             )
@@ -606,8 +610,6 @@ def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
     out.graph.node.extend(nodes)
     out.graph.initializer.extend(t for low in lowered for t in low.initializers)
     used = {i for n in nodes for i in n.input} | outputs
-    from ortquant.transforms._util import all_nodes
-
     used |= {i for n in all_nodes(out.graph) for i in n.input}
     keep = [t for t in out.graph.initializer if t.name in used]
     del out.graph.initializer[:]

@@ -4,13 +4,16 @@ PY ?= python3
 VENV ?= .venv
 VPY := $(VENV)/bin/python
 BUILD ?= build
-JOBS ?= 2
+# Parallel compile jobs: every core by default.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# When this make run started: `make demo` reports its whole time (venv, build and demo) at the end.
+MAKE_T0 := $(shell date +%s)
 # Tools installed in the venv (cmake, ninja) come first.
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Serializes concurrent builds of the same tree (several shells or agents building at once).
 LOCK := flock $(BUILD).lock
 
-.PHONY: venv build test test-fast demo bench lint wheel clean wheel-test ort-matrix fuzz test-asan
+.PHONY: venv build test test-fast demo bench lint wheel clean wheel-test ort-matrix fuzz test-asan test-isas
 
 $(VENV)/.stamp: requirements-dev.txt
 	$(PY) -m venv $(VENV)
@@ -33,6 +36,7 @@ test: build
 
 demo: build
 	PYTHONPATH=python $(VPY) models/demo.py
+	@echo "make demo: $$(( $$(date +%s) - $(MAKE_T0) )) s in all (venv, build and demo)"
 
 bench: build
 	PYTHONPATH=python $(VPY) bench/run_all.py
@@ -101,6 +105,33 @@ test-ray: build $(RAY_STAMP)
 
 test-serving:
 	$(call timed,test-serving,1800,$(MAKE) --no-print-directory test-ort-versions test-pytriton test-ray)
+# ---- every kernel path on any x86-64 CPU ---------------------------------------------------------------------
+# `make test-isas`: build-isas compiles the AVX-512, AVX-512 VNNI and AVX-VNNI kernels against SIMDe with AVX2 flags
+# (CMake option ORTQUANT_EMULATE_ISAS; only _C and libortquant.so), and tools/test_isas.py runs the ISA-dependent
+# tests of ISAS_TESTS on every path this build selects (the CPU's natively, the others emulated), bit-exact against
+# the scalar oracle; its last lines are `<path>: N passed`.
+ISAS_BUILD ?= build-isas
+ISAS_TESTS ?= tests/qonnx/test_quant.py tests/qonnx/test_quant_pow2.py tests/qonnx/test_trunc.py \
+  tests/qonnx/test_bipolar_quant.py tests/qonnx/test_float_quant.py tests/qonnx/test_float16.py \
+  tests/qonnx/test_multithreshold.py tests/qonnx/test_xnorpopcount.py tests/qonnx/test_maxpoolnhwc.py \
+  tests/qonnx/test_quantavgpool2d.py tests/ngraph/test_quantize.py tests/ngraph/test_dequantize.py \
+  tests/integer/test_qlayer.py tests/integer/test_models_integer.py tests/linger/test_activation.py \
+  tests/linger/test_elementwise.py tests/linger/test_gemm.py tests/linger/test_linear.py tests/linger/test_conv.py \
+  tests/linger/test_convtranspose.py tests/linger/test_bmm.py tests/linger/test_matrix_conformance.py \
+  tests/linger/test_lstm.py tests/linger/test_gru.py
+test-isas: venv
+	@flock $(ISAS_BUILD).lock bash -c 'set -e; \
+	  if [ ! -f $(ISAS_BUILD)/CMakeCache.txt ]; then \
+	    cmake -S . -B $(ISAS_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DORTQUANT_EMULATE_ISAS=ON \
+	      -DORTQUANT_INPLACE=OFF -DORTQUANT_BUILD_HOST_TEST=OFF \
+	      -DPython_EXECUTABLE=$(abspath $(VPY)) -Dpybind11_DIR=$$($(VPY) -m pybind11 --cmakedir) >/dev/null; \
+	  fi; \
+	  cmake --build $(ISAS_BUILD) -j $(JOBS) --target _C ortquant; \
+	  rm -rf $(ISAS_BUILD)/py && mkdir -p $(ISAS_BUILD)/py && cp -r python/ortquant $(ISAS_BUILD)/py/ && \
+	  rm -f $(ISAS_BUILD)/py/ortquant/*.so && cp $(ISAS_BUILD)/libortquant.so $(ISAS_BUILD)/_C*.so $(ISAS_BUILD)/py/ortquant/'
+	PYTHONPATH=$(ISAS_BUILD)/py:tests ORTQUANT_TEST_INSTALLED=1 ORTQUANT_BUILD_DIR=$(abspath $(ISAS_BUILD)) \
+	  $(VPY) tools/test_isas.py $(ISAS_TESTS)
+
 # ---- hardening: fuzz campaigns and the sanitizer run ----------------------------------------------------------
 # `make fuzz N=50000 SEED=1`: a fuzz campaign (tests/fuzz), report in fuzz-report.json; exit 1 on a bad outcome.
 N ?= 10000

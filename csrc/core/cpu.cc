@@ -22,17 +22,40 @@ Isa detect() {
   return Isa::kScalar;
 }
 
-// -1: no override.
+// The override: an Isa value, kAvxVnniPath for the "avxvnni" path, -1 for none.
+constexpr int kAvxVnniPath = 100;
 std::atomic<int> g_override{-1};
+
+std::string lower(const std::string& s) {
+  std::string n;
+  for (char c : s) n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  return n;
+}
+
+bool parse_path(const std::string& name, int* out) {
+  if (lower(name) == "avxvnni") {
+    *out = kAvxVnniPath;
+    return true;
+  }
+  Isa isa;
+  if (!parse_isa(name, &isa)) return false;
+  *out = static_cast<int>(isa);
+  return true;
+}
 
 int env_override() {
   static const int value = [] {
     const char* s = std::getenv("ORTQUANT_ISA");
-    Isa isa;
-    if (s != nullptr && parse_isa(s, &isa)) return static_cast<int>(isa);
+    int path;
+    if (s != nullptr && parse_path(s, &path)) return path;
     return -1;
   }();
   return value;
+}
+
+int current_override() {
+  const int o = g_override.load(std::memory_order_relaxed);
+  return o < 0 ? env_override() : o;
 }
 
 }  // namespace
@@ -42,16 +65,68 @@ Isa detected_isa() {
   return isa;
 }
 
+bool isa_emulated() {
+#if defined(ORTQUANT_EMULATE_ISAS)
+  return true;
+#else
+  return false;
+#endif
+}
+
+Isa max_isa() {
+  // The emulated kernels still need AVX2 (they are compiled with the avx2 files' flags).
+  if (isa_emulated() && detected_isa() >= Isa::kAvx2) return Isa::kAvx512Vnni;
+  return detected_isa();
+}
+
+bool cpu_has_avxvnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool v = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avxvnni") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return v;
+#else
+  return false;
+#endif
+}
+
 Isa active_isa() {
-  int best = static_cast<int>(detected_isa());
-  int o = g_override.load(std::memory_order_relaxed);
-  if (o < 0) o = env_override();
-  if (o >= 0) best = std::min(best, o);
-  return static_cast<Isa>(best);
+  const Isa best = detected_isa();
+  int o = current_override();
+  if (o == kAvxVnniPath) o = static_cast<int>(Isa::kAvx2);
+  if (o < 0) return best;
+  return static_cast<Isa>(std::min(static_cast<int>(max_isa()), o));
 }
 
 void set_isa_override(Isa isa) { g_override.store(static_cast<int>(isa), std::memory_order_relaxed); }
 void clear_isa_override() { g_override.store(-1, std::memory_order_relaxed); }
+
+bool set_path_override(const std::string& name) {
+  int path;
+  if (!parse_path(name, &path)) return false;
+  g_override.store(path, std::memory_order_relaxed);
+  return true;
+}
+
+bool path_native(const std::string& name) {
+  int path;
+  if (!parse_path(name, &path)) return false;
+  if (path == kAvxVnniPath) return detected_isa() >= Isa::kAvx2 && cpu_has_avxvnni();
+  return path <= static_cast<int>(detected_isa());
+}
+
+bool path_available(const std::string& name) {
+  if (path_native(name)) return true;
+  int path;
+  if (!isa_emulated() || !parse_path(name, &path)) return false;
+  if (path == kAvxVnniPath) return max_isa() >= Isa::kAvx2;
+  return path <= static_cast<int>(max_isa());
+}
+
+bool avxvnni_selected() { return current_override() == kAvxVnniPath && path_available("avxvnni"); }
+
+const char* active_path_name() { return avxvnni_selected() ? "avxvnni" : isa_name(active_isa()); }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
@@ -64,8 +139,7 @@ const char* isa_name(Isa isa) {
 }
 
 bool parse_isa(const std::string& name, Isa* out) {
-  std::string n;
-  for (char c : name) n.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  const std::string n = lower(name);
   for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Vnni}) {
     if (n == isa_name(i)) {
       *out = i;

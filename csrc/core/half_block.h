@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #if defined(__AVX512F__) || defined(__F16C__)
-#include <immintrin.h>
+#include "core/simd.h"
 #endif
 
 #include "core/half.h"

@@ -96,9 +96,15 @@ void set_isa(const std::string& name) {
     clear_isa_override();
     return;
   }
-  Isa isa;
-  if (!parse_isa(name, &isa)) throw Error("unknown ISA '" + name + "' (scalar, avx2, avx512, avx512vnni)");
-  set_isa_override(isa);
+  if (!set_path_override(name)) throw Error("unknown ISA '" + name + "' (scalar, avx2, avxvnni, avx512, avx512vnni)");
+}
+
+// The paths set_isa can select in this build, in the order scalar, avx2, avxvnni, avx512, avx512vnni.
+std::vector<std::string> isas(bool emulated_only) {
+  std::vector<std::string> out;
+  for (const char* name : {"scalar", "avx2", "avxvnni", "avx512", "avx512vnni"})
+    if (path_available(name) && !(emulated_only && path_native(name))) out.emplace_back(name);
+  return out;
 }
 
 }  // namespace
@@ -108,8 +114,13 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<Error>(m, "OrtQuantError", PyExc_ValueError);
   m.def("detected_isa", [] { return std::string(isa_name(detected_isa())); },
         "The best kernel path this CPU supports: scalar, avx2, avx512 or avx512vnni.");
-  m.def("active_isa", [] { return std::string(isa_name(active_isa())); },
+  m.def("active_isa", [] { return std::string(active_path_name()); },
         "The kernel path in use (after ORTQUANT_ISA and set_isa).");
+  m.def("available_isas", [] { return isas(false); },
+        "The kernel paths set_isa can select in this build (those of the CPU, plus the emulated ones in a build\n"
+        "with ORTQUANT_EMULATE_ISAS).");
+  m.def("emulated_isas", [] { return isas(true); },
+        "The paths of available_isas() this CPU lacks, run through SIMDe's portable intrinsics (test builds only).");
   m.def("set_isa", &set_isa, py::arg("name"),
         "Force a kernel path no better than `name` in this process; '' restores automatic choice.");
   m.def("quant", &quant, py::arg("x"), py::arg("scale"), py::arg("zeropt"), py::arg("bitwidth"),

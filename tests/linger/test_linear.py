@@ -13,6 +13,7 @@ import pytest
 from matrix_util import DOMAINS, int8_data, matrix_model, out_attrs, run_matrix
 
 from conftest import ORT_ERRORS, assert_bitexact, run_model
+from ortquant import kernels
 from ortquant.reference import linger_matrix as ref
 
 OUTS = [(8, 128.0), (4, 8.0), (16, 2.0**13), (32, 0.75), (None, None)]
@@ -82,16 +83,18 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("isa", kernels.supported_isas())
 def test_ort_path_on_every_isa(isa):
-    # The library picks its kernel path once per process from ORTQUANT_ISA: scalar, avx2, and avx512 (which on
-    # a CPU with AVX-VNNI runs the AVX-VNNI kernels; unset = AVX-512 VNNI here, tested everywhere else).
+    # The library picks its kernel path once per process from ORTQUANT_ISA: each path this build runs (avxvnni and
+    # avx512vnni select their GEMM kernels). The child imports the same ortquant package as this process.
     tests = Path(__file__).resolve().parent.parent
     env = dict(os.environ, ORTQUANT_ISA=isa)
-    env["PYTHONPATH"] = os.pathsep.join([str(tests.parent / "python"), str(tests), env.get("PYTHONPATH", "")])
+    pkg = Path(kernels.__file__).resolve().parent.parent
+    env["PYTHONPATH"] = os.pathsep.join([str(pkg), str(tests), env.get("PYTHONPATH", "")])
     r = subprocess.run(
         [sys.executable, "-c", _ISA_SCRIPT, str(Path(__file__).resolve().parent)],
         env=env,
+        cwd=tests,  # `python -c` puts the working directory first: tests/conftest.py, not the repository root's
         capture_output=True,
         text=True,
         timeout=120,

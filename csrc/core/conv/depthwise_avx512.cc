@@ -3,7 +3,7 @@
 // that fall in the padding masked out of the load (masked loads do not fault), then the zmm epilogue. Other
 // strides use the generic phase-plane loops of depthwise_impl.inc.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 intrinsic headers (see kernel_avx512vnni.cc)
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <algorithm>
 #include <cmath>

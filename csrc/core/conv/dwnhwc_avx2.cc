@@ -6,7 +6,7 @@
 // same float64 arithmetic as the scalar store) into a 16-pixel tile, and the tile transposed into the NCHW output
 // (16 consecutive output pixels of a plane are contiguous). Widening each input pixel once instead of once per tap
 // cuts the shuffles per tap pair from 4 to 2.
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <algorithm>
 #include <cstring>

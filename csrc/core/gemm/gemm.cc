@@ -57,8 +57,8 @@ bool kernel_supported(Kernel k) {
     case Kernel::kAuto:
     case Kernel::kScalar: return true;
     case Kernel::kAvx2: return detected_isa() >= Isa::kAvx2;
-    case Kernel::kAvxVnni: return detected_isa() >= Isa::kAvx2 && has_avxvnni();
-    case Kernel::kAvx512Vnni: return detected_isa() == Isa::kAvx512Vnni;
+    case Kernel::kAvxVnni: return path_available("avxvnni");
+    case Kernel::kAvx512Vnni: return max_isa() == Isa::kAvx512Vnni;
   }
   return false;
 }
@@ -72,7 +72,7 @@ Kernel resolve_kernel(Kernel k) {
     case Isa::kAvx512Vnni: return Kernel::kAvx512Vnni;
     case Isa::kAvx512: return has_avxvnni() ? Kernel::kAvxVnni : Kernel::kAvx2;
     case Isa::kAvx2:
-      return detected_isa() == Isa::kAvx2 && has_avxvnni() ? Kernel::kAvxVnni : Kernel::kAvx2;
+      return avxvnni_selected() || (detected_isa() == Isa::kAvx2 && has_avxvnni()) ? Kernel::kAvxVnni : Kernel::kAvx2;
     case Isa::kScalar: break;
   }
   return Kernel::kScalar;

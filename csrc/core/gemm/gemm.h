@@ -29,7 +29,7 @@ namespace ortquant::gemm {
 
 // Kernel paths. kAuto follows core/cpu.h active_isa(): avx512vnni -> AVX-512 VNNI; avx512 -> AVX-VNNI if the CPU
 // has it, else AVX2; avx2 -> AVX2 (AVX-VNNI only when the CPU's best level is AVX2 and it has AVX-VNNI, i.e. the
-// path was not forced down); scalar -> scalar.
+// path was not forced down, or when the "avxvnni" path is selected: core/cpu.h avxvnni_selected()); scalar -> scalar.
 enum class Kernel : int { kAuto = -1, kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512Vnni = 3 };
 
 Kernel resolve_kernel(Kernel k);  // kAuto -> the path to use; throws Error for a path this CPU cannot run

@@ -8,7 +8,7 @@
 //     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
 //     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights
 //     pre-widened).
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <cstring>
 

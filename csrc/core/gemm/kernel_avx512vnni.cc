@@ -5,7 +5,7 @@
 // GCC 12's AVX-512 intrinsic headers initialise "undefined" vectors from themselves, which -Wmaybe-uninitialized
 // reports at every inlined use (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <cstring>
 

@@ -2,7 +2,7 @@
 // but without AVX-512 (and on this CPU when the path is chosen explicitly). Tile: kMR rows x 16 lanes =
 // 12 accumulators. CMake has no flag rule for this file name: the target pragma enables the instructions here.
 #pragma GCC target("avx2,fma,avxvnni")
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <cstring>
 

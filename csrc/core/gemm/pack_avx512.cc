@@ -1,7 +1,7 @@
 // AVX-512 packing of gemm_cols pixel panels (flags chosen by this file's name in CMakeLists.txt): 64 pixels of
 // four k-rows per step; masked loads for partial panels (no read past the row's end).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 intrinsic headers (see kernel_avx512vnni.cc)
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include "core/gemm/pack.h"
 

@@ -2,7 +2,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include "core/integer/xnor_kernels.h"
 

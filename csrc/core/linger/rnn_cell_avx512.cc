@@ -4,7 +4,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,5 +1,5 @@
 // LSTM/GRU step loops compiled for the scalar path (flags chosen by this file's name in CMakeLists.txt).
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include <cmath>
 #include <cstring>

@@ -2,7 +2,7 @@
 // fixed row: the first 6 levels are register lookups in the prepared heap (levels 0-2 from one register,
 // level 3 from 8, 4 from 16, 5 from 32 entries), deeper levels gather. cyclic (a channel per lane): the first 4 levels count
 // against rows of consecutive channels (plain loads), deeper levels gather.
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include "core/qonnx/multithreshold_kernels.h"
 

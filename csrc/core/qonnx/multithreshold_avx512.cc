@@ -5,7 +5,7 @@
 // of consecutive channels (plain loads), deeper levels gather.
 // GCC 12 reports its own AVX-512 intrinsics (which start from _mm512_undefined_*) as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include "core/qonnx/multithreshold_kernels.h"
 

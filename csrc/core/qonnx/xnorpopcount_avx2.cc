@@ -1,5 +1,5 @@
 // XnorPopcountMatMul loops compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include "core/qonnx/xnorpopcount_kernels.h"
 

@@ -1,7 +1,7 @@
 // XnorPopcountMatMul loops compiled for the avx512 path (flags chosen by this file's name in CMakeLists.txt).
 // GCC 12 reports its own AVX-512 intrinsics (which start from _mm512_undefined_*) as maybe-uninitialized.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "core/simd.h"
 
 #include "core/qonnx/xnorpopcount_kernels.h"
 

@@ -458,3 +458,28 @@ def test_linger_quant_bit_widths(value):
     # Below 2 the kernel names the attribute; above 16 the output type inference asks for int32, and onnxruntime's
     # own type check (the declared int8 output) names the node first.
     _check(msg, "quant_node", "data_bits" if value < 2 else "quant_node")
+
+
+def test_kernel_errors_name_an_unnamed_node_by_its_first_output():
+    """onnxruntime users know an unnamed node by its first output; a kernel error says that, not ''."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import ortquant
+
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("s", 0.5), ("z", 0.0), ("b", 4.0))]
+    node = helper.make_node(
+        "Quant", ["x", "s", "z", "b"], ["quantized_x"], domain="qonnx.custom_op.general", rounding_mode="BANANA"
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("quantized_x", TensorProto.FLOAT, [2])],
+        inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("qonnx.custom_op.general", 1)]
+    )
+    model.ir_version = 10
+    with pytest.raises(Exception, match=r"Quant node 'quantized_x': attribute 'rounding_mode': unknown rounding mode"):
+        ortquant.InferenceSession(model)

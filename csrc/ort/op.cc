@@ -562,7 +562,11 @@ OrtStatusPtr ORT_API_CALL create_kernel(const OrtCustomOp* op, const OrtApi* api
   std::string prefix = self(op)->spec.name + " node: ";
   try {
     KernelInfo ki(info);
-    prefix = self(op)->spec.name + " node '" + ki.node_name() + "': ";
+    // An unnamed node is named by its first output, as onnxruntime's own messages and users know it.
+    std::string name = ki.node_name();
+    if (name.empty() && ki.output_count() > 0)
+      name = fetch_string([&](char* out, size_t* n) { return g_api->KernelInfo_GetOutputName(info, 0, out, n); });
+    prefix = self(op)->spec.name + " node '" + name + "': ";
     auto holder = std::make_unique<KernelHolder>();
     clear_allocation_note();
     holder->kernel = self(op)->spec.factory(ki);

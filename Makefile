@@ -144,11 +144,15 @@ fuzz: build
 ASAN_BUILD ?= build-asan
 ASAN_TESTS ?= tests/test_hardening.py tests/test_lifecycle.py tests/test_library.py tests/linger/test_conformance.py \
   tests/linger/test_matrix_conformance.py tests/linger/test_errors.py tests/linger/test_conv.py \
-  tests/qonnx/test_im2col.py tests/qonnx/test_trunc.py tests/ngraph/test_dequantize.py tests/fuzz \
+  tests/qonnx/test_im2col.py tests/qonnx/test_trunc.py tests/ngraph/test_dequantize.py tests/fuzz/test_fuzz.py \
   tests/qonnx/test_wide_params.py tests/integer/test_qlayer.py tests/linger/test_convtranspose.py
 # Not in the set: tests/qonnx/test_float_quant_wide.py (float64 FloatQuant). Its time is qonnx's Python reference
 # (69 s normally, about 8 min under ASan, which put CI over its 45-minute aim); it ran clean under ASan+UBSan by
 # hand (240 tests with test_float_quant.py), and the fuzz corpus above has a float64 FloatQuant seed.
+# Not in the set either: tests/fuzz/test_fuzz_python.py (the Python-layer fuzz target: it tests Python code, which
+# ASan does not instrument). Under ASan its forked children hit a heap-use-after-free inside onnxruntime's own
+# pybind module at process exit (an onnxruntime thread copying a string that exit handlers freed; every frame is in
+# onnxruntime_pybind11_state.so, none in ortquant), seen 2026-11-25 with onnxruntime 1.31.1; `make test` runs it.
 # libstdc++ is preloaded too: Python does not link it, and ASan's __cxa_throw interceptor needs it at start-up.
 ASAN_ENV := ORTQUANT_SANITIZED=1 LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libstdc++.so)" \
   ASAN_OPTIONS=detect_leaks=0:halt_on_error=1:exitcode=86:allocator_may_return_null=1:max_allocation_size_mb=6144 \

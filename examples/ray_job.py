@@ -1,6 +1,6 @@
 """A Ray Data batch job with ortquant: one session per worker, results in order, checked against one local session.
 
-    pip install 'ortquant[ray]'
+    pip install '.[ray]'                                  # in the clone; or 'ray[data]' next to a wheel
     python examples/ray_job.py [MODEL.onnx] [ROWS]        # default: models/cnn_w4a4.onnx, 512 rows
 
 Starts a local Ray cluster with 2 CPUs (on a real cluster: ray.init(address="auto") and a model path or s3:// URI

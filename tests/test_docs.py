@@ -65,7 +65,7 @@ SUBSTITUTIONS: list[tuple[str, str, dict[str, str], str, str]] = [
 
 # Packages a snippet may need that a development environment need not have: the snippet is skipped without them.
 OPTIONAL_MODULES = {
-    "ray": "Ray (pip install 'ortquant[ray]'; make test-ray runs the serving tests in a venv with it)",
+    "ray": "Ray (pip install 'ray[data]'; make test-ray runs the serving tests in a venv with it)",
     "tritonclient": "the Triton client",
     "pytriton": "PyTriton",
 }

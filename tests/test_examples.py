@@ -143,6 +143,6 @@ def test_triton_repository_example(tmp_path, rng):
 
 
 def test_ray_job_example():
-    pytest.importorskip("ray", reason="Ray is not installed (pip install 'ortquant[ray]')")
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'ray[data]')")
     r = _run([sys.executable, str(EXAMPLES / "ray_job.py"), str(CNN), "256"], cwd=REPO, timeout=900)
     assert "256 rows" in r.stdout and "max |difference| to one local session: 0" in r.stdout, r.stdout

@@ -12,7 +12,7 @@ Importing ortquant changes no global state: ONNX op schemas (for ``onnx.checker`
 registered only by :func:`register_schemas` (which the functions that need them call themselves), and
 ``ortquant.kernels`` (the pybind11 module) is loaded on first use. onnxruntime is not a pip dependency (an
 ``onnxruntime`` requirement would replace an installed onnxruntime-gpu/-openvino/-directml): install one yourself
-or ``pip install 'ortquant[cpu]'``.
+(``pip install onnxruntime`` for the CPU one).
 """
 
 from __future__ import annotations

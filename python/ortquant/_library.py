@@ -13,7 +13,7 @@ _LIB_NAME = "libortquant.so"
 
 ONNXRUNTIME_MISSING = (
     "ortquant needs an onnxruntime package to run models, and none is installed. Install exactly one of: "
-    "pip install 'ortquant[cpu]' (= onnxruntime, CPU), or onnxruntime-gpu, onnxruntime-openvino, "
+    "pip install onnxruntime (CPU), or onnxruntime-gpu, onnxruntime-openvino, "
     "onnxruntime-directml (ortquant's ops run on the CPU inside any of them). ortquant does not depend on "
     "onnxruntime itself so that it never replaces the one you have."
 )

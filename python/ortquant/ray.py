@@ -20,7 +20,8 @@ gets a symbolic batch dimension where the graph provably allows it
 (:func:`ortquant.transforms.batch_size.set_batch_size`), else each batch runs that many rows at a time; the worker
 logs which.
 
-Needs ``pip install ortquant[ray]``. Only this module knows about Ray; ``import ortquant`` never imports it, and
+Needs Ray Data (``pip install 'ray[data]'``, or ``pip install '.[ray]'`` in the clone). Only this module knows about
+Ray; ``import ortquant`` never imports it, and
 this module never imports it either: in a Ray worker, where Ray is already imported, it asks Ray for the CPUs
 given to the worker, so :class:`Predictor` also works as a plain callable on dict batches without Ray.
 """

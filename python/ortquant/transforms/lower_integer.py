@@ -37,8 +37,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ortquant.transforms import _read
+from ortquant.transforms import _read, integer_conv1d
+from ortquant.transforms._integer_common import NoGridError, NoQuantizerError, TypeSkipError
+from ortquant.transforms._integer_common import SkipError as _SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, all_nodes, copy_model
+from ortquant.transforms.grid import Grid, infer_grids
+from ortquant.transforms.integer_grid_activation import grid_activation
+from ortquant.transforms.integer_grid_weight import constant_subgraph, constant_value, grid_weight_codes
 
 DOMAIN = "ortquant.integer"
 LAYER_OPS = ("Conv", "MatMul", "Gemm")
@@ -78,10 +83,6 @@ def _act_max(act: dict[str, object]) -> int:
     return max(abs(lo - z), abs(hi - z))
 
 
-class _SkipError(Exception):
-    """This layer stays on the float path (the message says why)."""
-
-
 @dataclass
 class LayerDecision:
     """How integer mode runs one Conv / MatMul / Gemm node."""
@@ -99,6 +100,9 @@ class _Lowered:
     initializers: list[onnx.TensorProto]
     removed: list[onnx.NodeProto] = field(default_factory=list)
     renames: dict[str, str] = field(default_factory=dict)  # replayed node name -> its original's name
+    core: onnx.NodeProto | None = None  # the QConv / QGemm, or the float Conv / MatMul on codes (float-exact)
+    notes: list[str] = field(default_factory=list)  # what the plan says besides the path (grids used)
+    constant_nodes: list[onnx.NodeProto] = field(default_factory=list)  # the weight's constant subgraph
 
 
 class _Graph:
@@ -115,6 +119,21 @@ class _Graph:
         self.outputs = {o.name for o in g.output}
         self._const_cache: dict[str, np.ndarray] = {}
         self._shapes: dict[str, tuple[int, tuple[int | None, ...] | None]] | None = None
+        self._grids: dict[str, Grid] | None = None
+
+    @property
+    def grids(self) -> dict[str, Grid]:
+        """The integer grid of every value on one (``transforms/grid.py``), computed on first use."""
+        if self._grids is None:
+            self._grids = infer_grids(self.model)
+        return self._grids
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of a constant initializer, None for any other value (or a malformed initializer)."""
+        try:
+            return self.const(name, "a constant", onnx.NodeProto())
+        except (_SkipError, ModelError):
+            return None
 
     def const(self, name: str, what: str, node: onnx.NodeProto) -> np.ndarray:
         """The value of a constant initializer read by ``node`` (validated: ModelError when it is malformed)."""
@@ -195,7 +214,7 @@ def _per_tensor(v: np.ndarray, what: str, x_shape: tuple[int | None, ...] | None
     into the quantized tensor ``x_shape`` without changing it (else the quantizer's output is not x's shape, or the
     float path refuses it)."""
     if v.dtype != np.float32:
-        raise _SkipError(f"{what} is {v.dtype}, integer mode takes float32")
+        raise TypeSkipError(f"{what} is {v.dtype}, integer mode takes float32")
     flat = v.ravel()
     if flat.size == 0 or not np.all(flat == flat[0]):
         raise _SkipError(f"{what} is not per-tensor (one value)")
@@ -221,9 +240,9 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
         chain.insert(0, node)
         node = g.producer.get(node.input[0])
     if node is None:
-        raise _SkipError("the activation is a graph input, not the output of a Quant / BipolarQuant")
+        raise NoQuantizerError("the activation is a graph input, not the output of a Quant / BipolarQuant")
     if not _is_qonnx(node, (*_QUANT, "BipolarQuant")):
-        raise _SkipError(f"the activation is produced by {node.op_type}, not by a Quant / BipolarQuant")
+        raise NoQuantizerError(f"the activation is produced by {node.op_type}, not by a Quant / BipolarQuant")
     n_in = 2 if node.op_type == "BipolarQuant" else 4
     if len(node.input) != n_in or not all(node.input) or len(node.output) != 1:
         raise _SkipError(f"the activation {node.op_type} does not have {n_in} inputs and one output")
@@ -287,7 +306,7 @@ def _weight_codes(
     w = g.const(node.input[0], "the weight", node)
     s = g.const(node.input[1], "the weight scale", node)
     if w.dtype != np.float32 or s.dtype != np.float32:
-        raise _SkipError("the weight or its scale is not float32")
+        raise TypeSkipError("the weight or its scale is not float32")
     if w.ndim != ndim:
         raise _SkipError(f"the weight has {w.ndim} dimensions, the layer takes {ndim}")
     if w.size == 0:
@@ -317,6 +336,64 @@ def _weight_codes(
     if not np.array_equal((codes.astype(np.float32) * sb).view(np.uint32), y.astype(np.float32).view(np.uint32)):
         raise _SkipError("the weight quantizer's output is not code * scale (non-integer zero point?)")
     return codes.astype(np.int16), s_ch.astype(np.float64), node
+
+
+def _layer_activation(g: _Graph, value: str) -> tuple[dict[str, object], float, str, list[onnx.NodeProto], str | None]:
+    """The layer's activation quantizer: a Quant / BipolarQuant right before it (fused: the op reads its float input),
+    else one synthesized from the activation's grid (the op reads the activation itself). Returns the ``act_*``
+    attributes, the float64 scale of one code step, the value the op reads, the pass-through chain to replay and,
+    on the grid path, a note naming the grid."""
+    try:
+        act, x_float, chain, _qnode = _activation(g, value)
+        return act, float(np.float64(act["act_scale"])), x_float, chain, None
+    except (NoQuantizerError, TypeSkipError) as fast:
+        # no quantizer to fuse, or one whose parameter types the fused quantizer does not take: the grid path reads
+        # the activation as it is (other reasons, e.g. a malformed quantizer, leave the layer to the float path)
+        try:
+            ga = grid_activation(value, g.grids, g.producer, g.constant)
+        except NoGridError as e:
+            raise _SkipError(f"{fast}, and is on no integer grid") from e
+        except _SkipError as e:
+            raise _SkipError(f"{fast}; {e}") from e
+        return ga.attrs, ga.scale, value, [], f"activation on the grid {ga.grid}"
+
+
+def _layer_weight(
+    g: _Graph, node: onnx.NodeProto, axis: int, evaluate: object, ndim: int
+) -> tuple[np.ndarray, np.ndarray, list[onnx.NodeProto], str | None]:
+    """The layer's weight codes and per-output-channel float64 scale: from a Quant / BipolarQuant on a constant, else
+    from the weight's constant subgraph and its grid. Also the subgraph's nodes and, on the grid path, a note."""
+    value = node.input[1]
+    try:
+        codes, s_w, _wnode = _weight_codes(g, value, axis, evaluate, ndim)
+        return codes, s_w, [], None
+    except _SkipError as fast:
+        if _is_qonnx(g.producer.get(value), (*_QUANT, "BipolarQuant")) and not isinstance(fast, TypeSkipError):
+            raise  # the quantizer's own reason (the grid path would read the same quantizer)
+        nodes = constant_subgraph(value, g.producer, set(g.init))
+        if nodes is None:
+            raise _SkipError(f"{fast}, and it is not computed from constant initializers only") from fast
+        w = constant_value(g.model, value, nodes, lambda n: g.const(n, "a weight input", node), evaluate)  # type: ignore[arg-type]
+        grid = g.grids.get(value)
+        try:
+            codes, s_w = grid_weight_codes(w, grid, axis, ndim)
+        except NoGridError as e:
+            raise _SkipError(f"{fast}, and its values are on no integer grid") from e
+        what = "constant weight" if not nodes else f"weight computed by {' -> '.join(n.op_type for n in nodes)}"
+        return codes, s_w, nodes, f"{what} on the grid {grid}"
+
+
+def _bias_value(g: _Graph, name: str, node: onnx.NodeProto, evaluate: object) -> np.ndarray:
+    """The bias: a constant initializer, or computed from constants (e.g. a bias quantizer on a constant)."""
+    if name in g.init:
+        return g.const(name, "the bias", node)
+    nodes = constant_subgraph(name, g.producer, set(g.init))
+    if not nodes:
+        raise _SkipError("the bias is not computed from constant initializers only")
+    try:
+        return constant_value(g.model, name, nodes, lambda n: g.const(n, "a bias input", node), evaluate)  # type: ignore[arg-type]
+    except _SkipError as e:
+        raise _SkipError(str(e).replace("weight", "bias")) from e
 
 
 def _fold_bn(g: _Graph, out: str, s: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, onnx.NodeProto] | None:
@@ -384,16 +461,22 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     problem = _read.standard_node_problem(node, g.model)
     if problem is not None:  # onnxruntime refuses the node: the float path reports it
         raise _SkipError(problem)
-    act, x_float, chain, _qnode = _activation(g, node.input[0])
+    act, act_scale, x_float, chain, act_note = _layer_activation(g, node.input[0])
     attrs: dict[str, object] = dict(act)
     bias_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
     bias = None
+    conv1d = op == "Conv" and g.rank(node.input[1]) == 3
     if op == "Conv":
-        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0, evaluate, 4)
-        attrs.update(_conv_attrs(node, tuple(int(d) for d in codes.shape[2:])))
+        if conv1d:
+            integer_conv1d.check_input(g.rank(node.input[0]))
+        codes, s_w, w_nodes, w_note = _layer_weight(g, node, 0, evaluate, 3 if conv1d else 4)
+        if conv1d:
+            codes = codes[:, :, None, :]
+        conv = integer_conv1d.as_2d(node) if conv1d else node
+        attrs.update(_conv_attrs(conv, tuple(int(d) for d in codes.shape[2:])))
         k = int(np.prod(codes.shape[1:]))
         if bias_name is not None:
-            c = g.const(bias_name, "the bias", node)
+            c = _bias_value(g, bias_name, node, evaluate)
             if c.dtype != np.float32 or c.shape != (codes.shape[0],):
                 raise _SkipError(f"the bias ({c.dtype}, shape {list(c.shape)}) is not float32 of shape "
                                  f"[{codes.shape[0]}]")  # fmt: skip
@@ -408,11 +491,11 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
             rank = g.rank(node.input[0])
             raise _SkipError(f"Gemm's input A has rank {'unknown' if rank is None else rank}, not 2")
         trans_b = _read.attr_int(node, "transB", 0)
-        codes, s_w, _wnode = _weight_codes(g, node.input[1], 0 if trans_b else 1, evaluate, 2)
+        codes, s_w, w_nodes, w_note = _layer_weight(g, node, 0 if trans_b else 1, evaluate, 2)
         w_codes = codes if trans_b else codes.T
         k = w_codes.shape[1]
         if bias_name is not None:
-            c = g.const(bias_name, "the bias", node)
+            c = _bias_value(g, bias_name, node, evaluate)
             n_out = w_codes.shape[0]
             if c.dtype != np.float32 or not (
                 (c.ndim <= 1 and c.size in (1, n_out)) or (c.ndim == 2 and c.shape[0] == 1 and c.size in (1, n_out))
@@ -420,13 +503,13 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
                 raise _SkipError(f"the Gemm bias ({c.dtype}, shape {list(c.shape)}) is not float32 per output column")
             bias = float(np.float32(beta)) * np.broadcast_to(c.astype(np.float64).reshape(-1), (n_out,))
     else:  # MatMul
-        codes, s_w, _wnode = _weight_codes(g, node.input[1], 1, evaluate, 2)
+        codes, s_w, w_nodes, w_note = _layer_weight(g, node, 1, evaluate, 2)
         w_codes = codes.T
         k = w_codes.shape[1]
     if k > MAX_K:
         raise _SkipError(f"the reduction length {k} exceeds the engine's exact limit {MAX_K}")
     n = w_codes.shape[0]
-    s = np.float64(act["act_scale"]) * s_w
+    s = np.float64(act_scale) * s_w
     b = np.zeros(n) if bias is None else np.array(bias, dtype=np.float64)
     if b.shape != (n,):
         raise _SkipError("the bias is not one value per output channel")
@@ -467,6 +550,17 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         src = nc.output[0]
         new_nodes.append(nc)
     base = f"{name}__int"
+    notes = [n for n in (act_note, w_note) if n]
+    tail: list[onnx.NodeProto] = []
+    extra: list[onnx.TensorProto] = []
+    if conv1d:  # [N, C, L] -> [N, C, 1, L] -> the 2-D layer -> [N, M, 1, L'] -> [N, M, L']
+        opset = integer_conv1d.default_opset(g.model)
+        un, un_inits = integer_conv1d.unsqueeze(src, f"{base}_x2d", f"{name}__unsqueeze", opset)
+        sq, sq_inits = integer_conv1d.squeeze(f"{base}_y2d", out_name, f"{name}__squeeze", opset)
+        new_nodes.append(un)
+        src, out_name = un.output[0], sq.input[0]
+        tail, extra = [sq], [*un_inits, *sq_inits]
+        notes.append("1-D convolution as 2-D with height 1")
     s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
     b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
     wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
@@ -490,21 +584,21 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
             wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.T.astype(np.float32)), f"{base}_Wf")
             new_nodes.append(helper.make_node("MatMul", [codes, wf.name], [f"{base}_acc"], name=name))
             axis = -1
+        core = new_nodes[-1]
         new_nodes.append(
             helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [out_name], name=f"{name}__rescale",
                              domain=DOMAIN, axis=axis, relu=int(attrs.get("relu", 0))),
         )  # fmt: skip
-        return _Lowered(node, new_nodes, [wf, s_init, b_init], removed, renames)
+        return _Lowered(node, new_nodes + tail, [wf, s_init, b_init, *extra], removed, renames, core, notes, w_nodes)
     if not np.all((w_codes >= -128) & (w_codes <= 127)):
         raise _SkipError("the weight codes (q - zero point) do not fit in int8 (and float32 sums would not be exact)")
     inits = [numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"), s_init, b_init]
     qop = "QConv" if op == "Conv" else "QGemm"
-    new_nodes.append(
-        helper.make_node(
-            qop, [src, *(t.name for t in inits)], [out_name], name=name, domain=DOMAIN, **attrs
-        )  # the user's node name: the kernel's errors ("QConv node '<name>'") name the layer of the model
-    )
-    return _Lowered(node, new_nodes, inits, removed, renames)
+    core = helper.make_node(
+        qop, [src, *(t.name for t in inits)], [out_name], name=name, domain=DOMAIN, **attrs
+    )  # the user's node name: the kernel's errors ("QConv node '<name>'") name the layer of the model
+    new_nodes.append(core)
+    return _Lowered(node, new_nodes + tail, [*inits, *extra], removed, renames, core, notes, w_nodes)
 
 
 def _evaluate_default(model: onnx.ModelProto, nodes: list[onnx.NodeProto]) -> list[onnx.TensorProto]:
@@ -518,7 +612,9 @@ def _bit_kernel(low: _Lowered) -> str | None:
     codes all -1 or +1, "XNOR-popcount" for a bipolar activation (BipolarQuant, or Quant's signed 1-bit case with
     zero point 0) and "bit-serial" when the activation's stored codes are in [0, 3] (the values a = q - z and 0
     span at most 3: 1- and 2-bit activations)."""
-    op = low.new_nodes[-1]
+    op = low.core
+    if op is None or op.domain != DOMAIN:
+        return None
     a = {x.name: helper.get_attribute_value(x) for x in op.attribute}
     w = next((t for t in low.initializers if t.name == op.input[1]), None)
     if w is None or not bool(np.all(np.abs(numpy_helper.to_array(w).astype(np.int64)) == 1)):
@@ -550,12 +646,13 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
         lowered.append(low)
         folded = [n.op_type for n in low.removed[1:]]
         extra = f" (+ {' + '.join(folded)} folded)" if folded else ""
-        last = low.new_nodes[-1].op_type
-        if last == "Rescale":
-            kind = f"{low.new_nodes[-2].op_type} on integer values (float-exact)"
+        assert low.core is not None
+        if low.core.domain != DOMAIN:
+            kind = f"{low.core.op_type} on integer values (float-exact)"
         else:
-            kind = f"{last} ({_bit_kernel(low) or 'int8 engine'})"
-        decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}"))
+            kind = f"{low.core.op_type} ({_bit_kernel(low) or 'int8 engine'})"
+        notes = f"; {'; '.join(low.notes)}" if low.notes else ""
+        decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}{notes}"))
     return decisions, lowered
 
 
@@ -572,6 +669,7 @@ def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
     out = copy_model(model)
     replace = {id_(low.node): low for low in lowered}
     removed = {id_(n) for low in lowered for n in low.removed}
+    weight_nodes = {id_(n) for low in lowered for n in low.constant_nodes}
     nodes: list[onnx.NodeProto] = []
     for n in out.graph.node:
         key = id_(n)
@@ -592,7 +690,9 @@ def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
             if not any(o in used for o in n.output)
             and any(o in read_before for o in n.output)
             and (
-                _is_qonnx(n, (*_QUANT, "BipolarQuant")) or (n.domain in STANDARD_DOMAINS and n.op_type in _PASS_THROUGH)
+                _is_qonnx(n, (*_QUANT, "BipolarQuant"))
+                or (n.domain in STANDARD_DOMAINS and n.op_type in _PASS_THROUGH)
+                or id_(n) in weight_nodes
             )
         ]
         if not dead:

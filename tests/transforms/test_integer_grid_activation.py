@@ -1,0 +1,213 @@
+"""Integer mode's grid path for activations (``transforms/integer_grid_activation.py``): a layer whose activation is
+not produced by a Quant right before it, but lies on a per-tensor integer grid, runs on the integer path with the
+codes of that grid. Each expected output is computed here in numpy (int64 sums, one float64 rescale) from the
+model's own parameters, independently of the transform."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortquant
+from ortquant.reference import integer as iref
+from ortquant.reference import qonnx as qref
+from ortquant.transforms.lower_integer import integer_plan, lower_integer
+
+Q = "qonnx.custom_op.general"
+
+
+@pytest.fixture(params=["engine", "float", "mixed"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
+    return request.param
+
+
+def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
+
+
+def _model(
+    nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], x_shape: list, opset: int = 17
+) -> onnx.ModelProto:
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m
+
+
+def _weight(shape: tuple[int, ...], axis: int, bits: int = 4) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """A per-output-channel weight quantizer's parameters, its integer codes and float64 scales (numpy)."""
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal(shape) * 0.2).astype(np.float32)
+    s_shape = [1] * len(shape)
+    s_shape[axis] = shape[axis]
+    ws = (0.01 + rng.random(s_shape) * 0.04).astype(np.float32)
+    p = {"w": w, "ws": ws, "wz": np.float32(0), "wb": np.float32(bits)}
+    wy = qref.quant(w, ws, p["wz"], p["wb"], signed=True, narrow=True, rounding_mode="ROUND")
+    codes = np.rint(wy.astype(np.float64) / ws.astype(np.float64)).astype(np.int64)
+    return p, codes, ws.reshape(-1).astype(np.float64)
+
+
+def _wquant() -> onnx.NodeProto:
+    return helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1)
+
+
+@pytest.mark.parametrize("bits,signed,zeropt", [(4, 1, 0.0), (8, 0, 0.0), (6, 0, 9.0), (8, 1, 0.0)])
+def test_channels_last_conv_reads_the_transposed_quantizer_output(backend, bits, signed, zeropt):
+    """NHWC x -> Quant -> Transpose to NCHW -> Conv (the channels-last exports): the Transpose keeps the grid."""
+    p, codes, s_w = _weight((6, 4, 3, 3), 0)
+    s_a = np.float32(0.07)
+    b = np.random.default_rng(2).standard_normal(6).astype(np.float32)
+    inits = [_init(k, v) for k, v in p.items()]
+    inits += [_init("as", s_a), _init("az", zeropt), _init("ab", bits), _init("b", b)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=signed),
+        helper.make_node("Transpose", ["xq"], ["xt"], name="to_nchw", perm=[0, 3, 1, 2]),
+        _wquant(),
+        helper.make_node("Conv", ["xt", "wq", "b"], ["c"], name="conv", pads=[1, 1, 1, 1], strides=[2, 1]),
+        helper.make_node("Relu", ["c"], ["y"], name="relu"),
+    ]
+    m = _model(nodes, inits, [None, 7, 7, 4])
+    (d,) = integer_plan(m)
+    assert d.integer and "activation on the grid 0.07 * (q - " in d.reason, d
+    x = np.random.default_rng(3).standard_normal((2, 7, 7, 4)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    a = iref.act_codes(x, float(s_a), zeropt, bits, bool(signed)).transpose(0, 3, 1, 2)
+    acc = iref.conv_int(a, codes, (2, 1), (1, 1, 1, 1), (1, 1), 1)
+    want = iref.rescale(acc, np.float64(s_a) * s_w, b.astype(np.float64), 1, relu=True)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_multithreshold_then_a_scale(backend):
+    """MultiThreshold (integer counts) -> Mul by a scale -> MatMul: the grid scale * count, q in [0, T]."""
+    rng = np.random.default_rng(4)
+    thresholds = np.sort(rng.standard_normal((1, 7)), axis=1).astype(np.float32)
+    p, codes, s_w = _weight((20, 5), 1)
+    inits = [_init(k, v) for k, v in p.items()] + [_init("t", thresholds), _init("k", 0.25)]
+    nodes = [
+        helper.make_node("MultiThreshold", ["x", "t"], ["c"], name="mt", domain=Q),
+        helper.make_node("Mul", ["c", "k"], ["xs"], name="scale"),
+        _wquant(),
+        helper.make_node("MatMul", ["xs", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [None, 20])
+    (d,) = integer_plan(m)
+    assert d.integer and "activation on the grid 0.25 * (q - 0), q in [0, 7]" in d.reason, d
+    x = rng.standard_normal((6, 20)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    count = (x[:, :, None] >= thresholds[None, :, :]).sum(axis=2).astype(np.int64)
+    want = iref.rescale(count @ codes, 0.25 * s_w, np.zeros(5), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_half_integer_zero_point_is_bipolar(backend):
+    """MultiThreshold with out_bias = -out_scale / 2 gives +-out_scale / 2: bipolar codes on the XNOR kernel."""
+    rng = np.random.default_rng(5)
+    thresholds = np.zeros((1, 1), np.float32)
+    w = np.where(rng.random((32, 4)) < 0.5, -1.0, 1.0).astype(np.float32)
+    ws = np.float32(0.125)
+    inits = [_init("t", thresholds), _init("w", w), _init("ws", ws)]
+    nodes = [
+        helper.make_node("MultiThreshold", ["x", "t"], ["xs"], name="mt", domain=Q, out_scale=2.0, out_bias=-1.0),
+        helper.make_node("BipolarQuant", ["w", "ws"], ["wq"], name="wquant", domain=Q),
+        helper.make_node("MatMul", ["xs", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [None, 32])
+    (d,) = integer_plan(m)
+    assert d.integer and "activation on the grid 2 * (q - 0.5), q in [0, 1]" in d.reason, d
+    if backend != "float":  # binary weights fit int8: the engine, on the bit kernel
+        assert "XNOR-popcount" in d.reason, d
+    x = rng.standard_normal((5, 32)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    a = np.where(x >= 0, 1, -1).astype(np.int64)
+    want = iref.rescale(a @ w.astype(np.int64), np.full(4, 0.125), np.zeros(4), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_bipolar_quant_through_a_transpose_takes_the_xnor_kernel(monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+    rng = np.random.default_rng(6)
+    w = np.where(rng.random((3, 8)) < 0.5, -1.0, 1.0).astype(np.float32)
+    inits = [_init("as", 0.5), _init("w", w), _init("ws", 1.0)]
+    nodes = [
+        helper.make_node("BipolarQuant", ["x", "as"], ["xq"], name="aquant", domain=Q),
+        helper.make_node("Transpose", ["xq"], ["xt"], name="tr", perm=[1, 0]),
+        helper.make_node("BipolarQuant", ["w", "ws"], ["wq"], name="wquant", domain=Q),
+        helper.make_node("MatMul", ["xt", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [3, 5])
+    (d,) = integer_plan(m)
+    assert d.integer and "XNOR-popcount" in d.reason, d
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    a = np.where(x.T >= 0, 1, -1).astype(np.int64)
+    want = iref.rescale(a @ w.astype(np.int64), np.full(8, 0.5), np.zeros(8), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_float64_activation_scale_uses_the_exact_scale(backend):
+    """A Quant right before the layer with a float64 scale (the fused quantizer takes float32): the layer reads its
+    output, recovers q with float32(s), and rescales with the float64 s itself."""
+    s_a = 0.0123456789012345678  # not a float32 value
+    p, codes, s_w = _weight((10, 3), 1)
+    inits = [_init(k, v) for k, v in p.items()]
+    inits += [_init("as", s_a, np.float64), _init("az", 0.0), _init("ab", 6.0)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=1),
+        _wquant(),
+        helper.make_node("MatMul", ["xq", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [None, 10])
+    (d,) = integer_plan(m)
+    assert d.integer and "activation on the grid" in d.reason, d
+    rng = np.random.default_rng(8)
+    q = rng.integers(-32, 32, (4, 10))
+    x = (s_a * (q + rng.uniform(-0.3, 0.3, q.shape))).astype(np.float32)  # away from rounding ties
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    want = iref.rescale(q @ codes, s_a * s_w, np.zeros(3), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _gemm_after(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], src: str) -> onnx.ModelProto:
+    p, _codes, _s = _weight((10, 3), 1)
+    inits = inits + [_init(k, v) for k, v in p.items()]
+    return _model([*nodes, _wquant(), helper.make_node("MatMul", [src, "wq"], ["y"], name="mm")], inits, [None, 10])
+
+
+@pytest.mark.parametrize(
+    "case,reason",
+    [
+        (
+            "input",
+            "the activation is a graph input, not the output of a Quant / BipolarQuant, and is on no integer grid",
+        ),
+        ("per_channel", "per-channel"),
+        ("wide", "needs 12 bits; integer mode takes at most 8"),
+        ("third", "zero point that is not an integer or a half"),
+        ("sigmoid", "produced by Sigmoid, not by a Quant / BipolarQuant, and is on no integer grid"),
+    ],
+)
+def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
+    q_inits = [_init("as", 0.1, np.float64), _init("az", 0.0), _init("ab", 12.0 if case == "wide" else 4.0)]
+    quant = helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=1)
+    if case == "input":
+        m = _gemm_after([], [], "x")
+    elif case == "per_channel":
+        k = _init("k", np.linspace(0.5, 2.0, 10))
+        m = _gemm_after([quant, helper.make_node("Mul", ["xq", "k"], ["xs"], name="scale")], [*q_inits, k], "xs")
+    elif case == "wide":
+        m = _gemm_after([quant], q_inits, "xq")
+    elif case == "third":
+        t = _init("t", np.zeros((1, 1)))
+        mt = helper.make_node("MultiThreshold", ["x", "t"], ["xs"], name="mt", domain=Q, out_scale=3.0, out_bias=1.0)
+        m = _gemm_after([mt], [t], "xs")
+    else:
+        m = _gemm_after([quant, helper.make_node("Sigmoid", ["xq"], ["xs"], name="sig")], q_inits, "xs")
+    (d,) = integer_plan(m)
+    assert not d.integer and reason in d.reason, d
+    assert lower_integer(m) is m

@@ -1,0 +1,146 @@
+"""Integer mode's grid path for weights (``transforms/integer_grid_weight.py``): a weight computed from constants
+only (a quantizer then a Transpose, an integer-valued constant, a DequantizeLinear on a constant, a quantized bias)
+runs on the integer path with the codes of its grid. Expected outputs are computed here in numpy (int64 sums, one
+float64 rescale) from the model's parameters, independently of the transform."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import ortquant
+from ortquant.reference import integer as iref
+from ortquant.reference import qonnx as qref
+from ortquant.transforms.lower_integer import integer_plan, lower_integer
+
+Q = "qonnx.custom_op.general"
+S_A = np.float32(0.05)
+
+
+@pytest.fixture(params=["engine", "float", "mixed"])
+def backend(request, monkeypatch):
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
+    return request.param
+
+
+def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
+
+
+def _model(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], k: int) -> onnx.ModelProto:
+    """x [N, K] -> Quant (4-bit signed, scale S_A) -> ``nodes`` (reading "xq", writing "y")."""
+    inits = [*inits, _init("as", S_A), _init("az", 0.0), _init("ab", 4.0)]
+    quant = helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=1)
+    g = helper.make_graph(
+        [quant, *nodes], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, k])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m
+
+
+def _run(m: onnx.ModelProto, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The integer-mode output and the activation codes of its input (numpy)."""
+    x = np.random.default_rng(1).standard_normal((5, k)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    return got, iref.act_codes(x, float(S_A), 0.0, 4, True)
+
+
+def _same_bits(got: np.ndarray, want: np.ndarray) -> None:
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_quantizer_then_transpose(backend):
+    """Quant(W [N, K], per-row scale) -> Transpose -> MatMul (Brevitas' x @ W.T): codes from the transposed grid."""
+    rng = np.random.default_rng(2)
+    w = (rng.standard_normal((6, 12)) * 0.3).astype(np.float32)
+    ws = (0.02 + rng.random((6, 1)) * 0.03).astype(np.float32)
+    inits = [_init("w", w), _init("ws", ws), _init("wz", 0.0), _init("wb", 5.0)]
+    nodes = [
+        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),
+        helper.make_node("Transpose", ["wq"], ["wt"], name="wt", perm=[1, 0]),
+        helper.make_node("MatMul", ["xq", "wt"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, 12)
+    (d,) = integer_plan(m)
+    assert d.integer and "weight computed by Quant -> Transpose on the grid" in d.reason, d
+    assert [n.op_type for n in lower_integer(m).graph.node if n.op_type in ("Quant", "Transpose")] == []
+    got, a = _run(m, 12)
+    wy = qref.quant(w, ws, np.float32(0), np.float32(5), signed=True, narrow=True, rounding_mode="ROUND")
+    codes = np.rint(wy.astype(np.float64) / ws.astype(np.float64)).astype(np.int64)  # [N, K]
+    _same_bits(got, iref.rescale(a @ codes.T, np.float64(S_A) * ws.reshape(-1).astype(np.float64), np.zeros(6), 1))
+
+
+def test_integer_valued_constant_weight_with_a_scale(backend):
+    """FINN's streamlined form: an integer-valued float weight, then a Mul by a scale after the layer."""
+    w = np.random.default_rng(3).integers(-3, 4, (8, 4)).astype(np.float32)
+    nodes = [helper.make_node("MatMul", ["xq", "w"], ["y"], name="mm")]
+    m = _model(nodes, [_init("w", w)], 8)
+    (d,) = integer_plan(m)
+    assert d.integer and "constant weight on the grid 1 * (q - 0), q in [-3, 3]" in d.reason, d
+    got, a = _run(m, 8)
+    _same_bits(got, iref.rescale(a @ w.astype(np.int64), np.full(4, np.float64(S_A)), np.zeros(4), 1))
+
+
+def test_dequantize_linear_weight_per_output_channel(backend):
+    """DequantizeLinear(int8 constant, per-column scale along axis 1) -> MatMul."""
+    rng = np.random.default_rng(4)
+    wi = rng.integers(-100, 101, (8, 3)).astype(np.int8)
+    scale = (0.001 + rng.random(3) * 0.01).astype(np.float32)
+    inits = [_init("wi", wi, np.int8), _init("wsc", scale), _init("wzp", np.zeros(3), np.int8)]
+    nodes = [
+        helper.make_node("DequantizeLinear", ["wi", "wsc", "wzp"], ["wd"], name="dq", axis=1),
+        helper.make_node("MatMul", ["xq", "wd"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, 8)
+    (d,) = integer_plan(m)
+    assert d.integer and "weight computed by DequantizeLinear" in d.reason, d
+    got, a = _run(m, 8)
+    _same_bits(got, iref.rescale(a @ wi.astype(np.int64), np.float64(S_A) * scale.astype(np.float64), np.zeros(3), 1))
+
+
+def test_quantized_bias_is_evaluated():
+    """A Gemm whose bias is a Quant on a constant (Brevitas' bias quantizer): the bias's value is computed once."""
+    rng = np.random.default_rng(5)
+    w = rng.integers(-7, 8, (3, 8)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    inits = [_init("w", w), _init("bias", bias), _init("bs", 0.01), _init("bz", 0.0), _init("bb", 16.0)]
+    nodes = [
+        helper.make_node("Quant", ["bias", "bs", "bz", "bb"], ["bq"], name="bquant", domain=Q, signed=1),
+        helper.make_node("Gemm", ["xq", "w", "bq"], ["y"], name="fc", transB=1),
+    ]
+    m = _model(nodes, inits, 8)
+    (d,) = integer_plan(m)
+    assert d.integer, d
+    got, a = _run(m, 8)
+    bq = qref.quant(bias, np.float32(0.01), np.float32(0), np.float32(16), signed=True, narrow=False,
+                    rounding_mode="ROUND")  # fmt: skip
+    _same_bits(got, iref.rescale(a @ w.astype(np.int64).T, np.full(3, np.float64(S_A)), bq.astype(np.float64), 1))
+
+
+@pytest.mark.parametrize(
+    "case,reason",
+    [
+        ("float", "not the output of a Quant / BipolarQuant on a constant, and its values are on no integer grid"),
+        ("rows", "varies along another axis than the output channel"),
+        ("input", "not computed from constant initializers only"),
+    ],
+)
+def test_reasons_when_the_weight_has_no_usable_grid(case, reason):
+    rng = np.random.default_rng(6)
+    if case == "float":
+        inits = [_init("wd", rng.standard_normal((8, 3)))]
+        nodes = []
+    elif case == "rows":  # a scale per row of [K, N]: along the reduction, not per output column
+        wi = rng.integers(-100, 101, (8, 3)).astype(np.int8)
+        inits = [_init("wi", wi, np.int8), _init("wsc", 0.001 + rng.random(8) * 0.01)]
+        nodes = [helper.make_node("DequantizeLinear", ["wi", "wsc"], ["wd"], name="dq", axis=0)]
+    else:  # the weight is the activation's own quantizer output, reshaped
+        inits = [_init("shape", [8, 1], np.int64)]
+        nodes = [helper.make_node("Reshape", ["xq", "shape"], ["wd"], name="r")]
+    m = _model([*nodes, helper.make_node("MatMul", ["xq", "wd"], ["y"], name="mm")], inits, 8)
+    d = next(d for d in integer_plan(m) if d.node == "mm")
+    assert not d.integer and reason in d.reason, d

@@ -125,7 +125,10 @@ class _Graph:
     def grids(self) -> dict[str, Grid]:
         """The integer grid of every value on one (``transforms/grid.py``), computed on first use."""
         if self._grids is None:
-            self._grids = infer_grids(self.model)
+            try:
+                self._grids = infer_grids(self.model)
+            except (ValueError, TypeError, IndexError):  # a malformed model: no grid path (the float path reports it)
+                self._grids = {}
         return self._grids
 
     def constant(self, name: str) -> np.ndarray | None:

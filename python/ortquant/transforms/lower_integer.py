@@ -1,6 +1,7 @@
 """Rewrite (integer mode): QONNX quantized layers become one ``ortquant.integer`` op each, run on the int8 engine.
 
-A layer is ``Quant(activation) -> [Reshape | Flatten | MaxPool]* -> Conv / MatMul / Gemm <- Quant(constant weight)``
+The fast path: a layer is
+``Quant(activation) -> [Reshape | Flatten | MaxPool]* -> Conv / MatMul / Gemm <- Quant(constant weight)``
 (``BipolarQuant`` on either side too), optionally followed by a ``BatchNormalization`` that only it feeds. It
 becomes ``QConv`` / ``QGemm`` whose inputs are the activation quantizer's *float input* (the op quantizes it
 itself, exactly as Quant does), the weight codes (int8, computed here once), and float64 per-output-channel
@@ -25,8 +26,20 @@ leaving on the float path what it cannot run). The choice is made when the model
 prepared, so a model prepared by ``ortquant prepare --integer`` carries the preparing machine's choice; the
 results are the same bits either way.
 
-Anything else stays on the float path: :func:`integer_plan` says per layer which path it takes and why
-(``ortquant check --integer`` prints it). The quantizer nodes stay in the graph while anything else reads them.
+Where that local pattern does not match, the grid path (``transforms/grid.py``'s ``infer_grids``) takes over:
+
+- an activation with no quantizer right before the layer (a Transpose, a Mul by a scale, a MultiThreshold, a
+  Trunc, a residual Add ...), or one whose quantizer has float64 / int64 parameters, but on a per-tensor integer
+  grid: the op reads the activation itself and recovers its codes with a quantizer synthesized from the grid, and
+  ``S`` uses the grid's float64 scale (``integer_grid_activation.py``);
+- a weight computed from constants only (a quantizer then a Transpose, an integer-valued constant, a
+  DequantizeLinear on a constant ...): its constant subgraph is evaluated once and its codes taken from its grid,
+  checked to reproduce it exactly (``integer_grid_weight.py``; a bias computed from constants is evaluated too);
+- a 1-D convolution runs as the 2-D QConv with height 1 between an Unsqueeze and a Squeeze (``integer_conv1d.py``).
+
+Anything else stays on the float path: :func:`integer_plan` says per layer which path it takes and why, and on the
+grid path which grid (``ortquant check --integer`` prints it). The quantizer nodes stay in the graph while anything
+else reads them.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def vocabulary(all_seeds) -> tuple[dict, dict]:
     return dict(vocab), dict(ops)
 
 
-def _serialize_feeds(feeds: dict[str, np.ndarray]) -> bytes:
+def serialize_feeds(feeds: dict[str, np.ndarray]) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, **feeds)
     return buf.getvalue()
@@ -166,7 +166,7 @@ def run_campaign(
             names = [n.name for n in c.model.graph.node]
             try:
                 blob = c.model.SerializeToString()
-                fblob = _serialize_feeds(c.feeds)
+                fblob = serialize_feeds(c.feeds)
             except Exception as e:
                 yield Outcome(i, name, "skipped", repr(e)[:200], c.log)
                 continue
@@ -185,11 +185,12 @@ def run_forked(
     progress: bool = False,
     partial_out: str | None = None,
     every: int = 500,
+    bad: tuple[str, ...] = BAD,
 ) -> list[Outcome]:
     """Runs each case ``(seed name, args, mutation log)`` as ``child(*args)`` in a forked child (at most ``jobs`` at
     a time, memory cap ``mem`` bytes, killed after ``timeout`` s); an Outcome from ``cases`` is recorded as it is.
     With ``progress``, a line (and the report so far, to ``partial_out``) every ``every`` cases. Returns one Outcome
-    per case, in case order."""
+    per case, in case order. ``bad``: the failure classes the partial reports list."""
     out: list[Outcome | None] = [None] * n_cases
     running: dict[int, tuple[int, int, float, str, list[str]]] = {}  # pid -> (index, fd, start, seed, log)
     chunks: dict[int, list[bytes]] = {}
@@ -254,15 +255,16 @@ def run_forked(
             if progress and done % every == 0:
                 print(f"{done}/{n_cases} cases, {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
                 if partial_out:  # a long campaign's figures so far
-                    rep = summarize([x for x in out if x is not None])
+                    rep = summarize([x for x in out if x is not None], bad)
                     rep["seconds"] = round(time.time() - t0, 1)
                     Path(partial_out).write_text(json.dumps(rep, indent=1, default=str))
     return [o for o in out if o is not None]
 
 
-def summarize(outcomes: list[Outcome]) -> dict:
+def summarize(outcomes: list[Outcome], bad_classes: tuple[str, ...] = BAD) -> dict:
+    """A campaign's report: the count per class and every case of a failure class (``bad_classes``)."""
     counts = collections.Counter(o.cls for o in outcomes)
-    bad = [o for o in outcomes if o.cls in BAD]
+    bad = [o for o in outcomes if o.cls in bad_classes]
     return {
         "cases": len(outcomes),
         "classes": dict(sorted(counts.items())),

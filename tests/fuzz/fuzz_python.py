@@ -33,7 +33,6 @@ case is in a failure class.
 from __future__ import annotations
 
 import argparse
-import collections
 import io
 import json
 import math
@@ -559,12 +558,6 @@ def _child(model_bytes: bytes, feeds_blob: bytes) -> tuple[str, str]:
 # ---- campaign -----------------------------------------------------------------------------------------------
 
 
-def _serialize_feeds(feeds: dict[str, np.ndarray]) -> bytes:
-    buf = io.BytesIO()
-    np.savez(buf, **feeds)
-    return buf.getvalue()
-
-
 def _preload() -> None:
     """Do once, here, what every child would do first: import ortquant's modules, map the library, and register
     ortquant's ONNX schemas (0.2-0.3 s per child otherwise, more than a case's own work; the transforms that need
@@ -599,26 +592,18 @@ def run_campaign(
                 mutate(rng, c)
             try:
                 mblob = c.model.SerializeToString()
-                fblob = _serialize_feeds(c.feeds)
+                fblob = fh.serialize_feeds(c.feeds)
             except Exception as e:
                 yield fh.Outcome(i, name, "skipped", repr(e)[:200], c.log)
                 continue
             yield name, (mblob, fblob), c.log
 
     mem = int(mem_gib * (1 << 30))
-    return fh.run_forked(cases(), n_cases, _child, jobs, timeout, mem, progress, partial_out, every=100)
+    return fh.run_forked(cases(), n_cases, _child, jobs, timeout, mem, progress, partial_out, every=100, bad=BAD)
 
 
 def summarize(outcomes: list[fh.Outcome]) -> dict:
-    counts = collections.Counter(o.cls for o in outcomes)
-    bad = [o for o in outcomes if o.cls in BAD]
-    return {
-        "cases": len(outcomes),
-        "classes": dict(sorted(counts.items())),
-        "bad": [
-            {"index": o.index, "seed": o.seed, "class": o.cls, "detail": o.detail, "mutations": o.log} for o in bad
-        ],
-    }
+    return fh.summarize(outcomes, BAD)
 
 
 def main() -> int:

@@ -36,7 +36,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS
+from ortquant.transforms import _read
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError
 
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 _MAX_CODE = 1 << 52  # codes beyond this are not exact in float64: no grid
@@ -120,7 +121,10 @@ class Context:
         self.consts: dict[str, np.ndarray] = {}
         for t in g.initializer:
             if t.name not in inputs and t.data_location != onnx.TensorProto.EXTERNAL:
-                self.consts[t.name] = numpy_helper.to_array(t)
+                try:  # a malformed initializer is no constant here: the op reading it reports it
+                    self.consts[t.name] = _read.tensor_array(t)
+                except ModelError:
+                    pass
         self.shapes = _shapes(model)
 
     def const(self, name: str) -> np.ndarray | None:
@@ -754,8 +758,11 @@ def infer_grids(model: onnx.ModelProto) -> dict[str, Grid]:
     for node in _topological(model.graph):
         if node.domain in STANDARD_DOMAINS and node.op_type == "Constant":
             t = _attr(node, "value")
-            if isinstance(t, onnx.TensorProto):
-                value = numpy_helper.to_array(t)
+            if isinstance(t, onnx.TensorProto) and node.output and node.output[0]:
+                try:
+                    value = _read.tensor_array(t, node, "the value of")
+                except ModelError:
+                    continue
                 ctx.consts[node.output[0]] = value
                 g = constant_grid(value)
                 if g is not None:

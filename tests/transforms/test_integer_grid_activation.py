@@ -190,6 +190,7 @@ def _gemm_after(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], src:
         ("wide", "needs 12 bits; integer mode takes at most 8"),
         ("third", "zero point that is not an integer or a half"),
         ("sigmoid", "produced by Sigmoid, not by a Quant / BipolarQuant, and is on no integer grid"),
+        ("uint8", "by QuantizeLinear, not by a Quant / BipolarQuant, and the activation is uint8, not float32"),
     ],
 )
 def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
@@ -206,6 +207,9 @@ def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
         t = _init("t", np.zeros((1, 1)))
         mt = helper.make_node("MultiThreshold", ["x", "t"], ["xs"], name="mt", domain=Q, out_scale=3.0, out_bias=1.0)
         m = _gemm_after([mt], [t], "xs")
+    elif case == "uint8":  # on the grid 1 * (q - 0), q in [0, 255], but not a float tensor
+        ql = helper.make_node("QuantizeLinear", ["x", "qs", "qz"], ["xs"], name="ql")
+        m = _gemm_after([ql], [_init("qs", 0.1), _init("qz", 0, np.uint8)], "xs")
     else:
         m = _gemm_after([quant, helper.make_node("Sigmoid", ["xq"], ["xs"], name="sig")], q_inits, "xs")
     (d,) = integer_plan(m)

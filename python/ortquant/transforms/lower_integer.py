@@ -365,6 +365,10 @@ def _layer_activation(g: _Graph, value: str) -> tuple[dict[str, object], float, 
     except (NoQuantizerError, TypeSkipError) as fast:
         # no quantizer to fuse, or one whose parameter types the fused quantizer does not take: the grid path reads
         # the activation as it is (other reasons, e.g. a malformed quantizer, leave the layer to the float path)
+        vt = g.value_type(value)
+        if vt is not None and vt[0] != onnx.TensorProto.FLOAT:
+            kind = onnx.TensorProto.DataType.Name(vt[0]).lower() if vt[0] in onnx.TensorProto.DataType.values() else "?"
+            raise _SkipError(f"{fast}, and the activation is {kind}, not float32") from fast
         try:
             ga = grid_activation(value, g.grids, g.producer, g.constant)
         except NoGridError as e:

@@ -127,6 +127,7 @@ def test_quantized_bias_is_evaluated():
         ("float", "not the output of a Quant / BipolarQuant on a constant, and its values are on no integer grid"),
         ("rows", "varies along another axis than the output channel"),
         ("input", "not computed from constant initializers only"),
+        ("malformed", "the weight's constant subgraph has a node onnxruntime refuses"),
     ],
 )
 def test_reasons_when_the_weight_has_no_usable_grid(case, reason):
@@ -138,9 +139,13 @@ def test_reasons_when_the_weight_has_no_usable_grid(case, reason):
         wi = rng.integers(-100, 101, (8, 3)).astype(np.int8)
         inits = [_init("wi", wi, np.int8), _init("wsc", 0.001 + rng.random(8) * 0.01)]
         nodes = [helper.make_node("DequantizeLinear", ["wi", "wsc"], ["wd"], name="dq", axis=0)]
+    elif case == "malformed":  # a Transpose with two inputs: onnxruntime refuses it, so it must stay in the graph
+        inits = [_init("w", rng.integers(-3, 4, (3, 8)))]
+        nodes = [helper.make_node("Transpose", ["w", "w"], ["wd"], name="wt")]
     else:  # the weight is the activation's own quantizer output, reshaped
         inits = [_init("shape", [8, 1], np.int64)]
         nodes = [helper.make_node("Reshape", ["xq", "shape"], ["wd"], name="r")]
     m = _model([*nodes, helper.make_node("MatMul", ["xq", "wd"], ["y"], name="mm")], inits, 8)
     d = next(d for d in integer_plan(m) if d.node == "mm")
     assert not d.integer and reason in d.reason, d
+    assert lower_integer(m) is m

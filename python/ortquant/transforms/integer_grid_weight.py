@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ortquant.transforms import _read
 from ortquant.transforms._integer_common import NoGridError, SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS
 from ortquant.transforms.grid import Grid
@@ -106,6 +107,10 @@ def constant_value(
     node computes), data movement through numpy, and what is left through one onnxruntime session."""
     if not nodes:
         return read(value)
+    for n in nodes:  # the lowering drops these nodes: one onnxruntime would refuse must stay, for it to refuse
+        problem = _read.standard_node_problem(n, model) if n.domain in STANDARD_DOMAINS else None
+        if problem is not None:
+            raise SkipError(f"the weight's constant subgraph has a node onnxruntime refuses: {problem}")
     known: dict[str, np.ndarray] = {}
 
     def arg(name: str) -> np.ndarray | None:

@@ -215,3 +215,27 @@ def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
     (d,) = integer_plan(m)
     assert not d.integer and reason in d.reason, d
     assert lower_integer(m) is m
+
+
+def test_ternary_codes_through_a_transpose_are_not_taken_as_bipolar(monkeypatch):
+    """A signed narrow 2-bit Quant gives -s, 0, +s: the grid q in [-1, 1] includes 0, so the layer takes the
+    bit-serial kernel (0 stays 0), not XNOR-popcount (which would make 0 a +1)."""
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+    rng = np.random.default_rng(9)
+    w = np.where(rng.random((6, 4)) < 0.5, -1.0, 1.0).astype(np.float32)
+    inits = [_init("as", 0.5), _init("az", 0.0), _init("ab", 2.0), _init("w", w), _init("ws", 1.0)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=1, narrow=1),
+        helper.make_node("Transpose", ["xq"], ["xt"], name="tr", perm=[1, 0]),
+        helper.make_node("BipolarQuant", ["w", "ws"], ["wq"], name="wquant", domain=Q),
+        helper.make_node("MatMul", ["xt", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [6, 5])
+    (d,) = integer_plan(m)
+    assert d.integer and "bit-serial" in d.reason, d
+    x = (rng.standard_normal((6, 5)) * 0.6).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    a = iref.act_codes(x.T, 0.5, 0.0, 2, True, narrow=True)
+    assert np.any(a == 0)  # the case this test is about
+    want = iref.rescale(a @ w.astype(np.int64), np.full(4, 0.5), np.zeros(4), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ortquant.transforms import _read
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError

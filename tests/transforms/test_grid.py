@@ -305,6 +305,37 @@ def test_unsorted_graph_is_walked_in_dependency_order() -> None:
     assert (infer_grids(m)["y"].lo, infer_grids(m)["y"].hi) == (0, 7)
 
 
+def test_topological_order_keeps_file_order_and_leaves_cycles_at_the_end() -> None:
+    from ortquant.transforms.grid import _topological
+
+    g = helper.make_graph(
+        [
+            helper.make_node("Relu", ["b"], ["c"], name="n0"),  # reads n2's output
+            helper.make_node("Relu", ["x"], ["a"], name="n1"),
+            helper.make_node("Relu", ["a"], ["b"], name="n2"),
+            helper.make_node("Add", ["d", "x"], ["e"], name="n3"),  # n3 and n4 read each other: a cycle
+            helper.make_node("Relu", ["e"], ["d"], name="n4"),
+            helper.make_node("Relu", ["x"], ["f"], name="n5"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, [1])],
+    )
+    assert [n.name for n in _topological(g)] == ["n1", "n2", "n0", "n5", "n3", "n4"]
+
+
+def test_long_reversed_chain_gets_its_grid() -> None:
+    """A 3000-node chain stored last node first: every node is placed (the walk is linear, not one pass per level)."""
+    nodes = [_quant("x", "t0", "s", "z", "b")] + [
+        helper.make_node("Relu", [f"t{k}"], [f"t{k + 1}"]) for k in range(3000)
+    ]
+    m = _model(nodes, {"s": F32(0.25), "z": F32(0), "b": F32(4)}, [2, 8])
+    del m.graph.node[:]
+    m.graph.node.extend(nodes[::-1])
+    g = infer_grids(m)["t3000"]
+    assert (float(g.scale), g.lo, g.hi) == (0.25, 0, 7)
+
+
 # --- published models --------------------------------------------------------------------------------------------
 
 

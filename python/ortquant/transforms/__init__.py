@@ -25,6 +25,7 @@ from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 from ortquant.transforms.lower_integer import lower_integer
+from ortquant.transforms.transpose_pairs import cancel_transpose_pairs
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ PIPELINE: list[Transform] = [
     Transform("check_trunc_versions", check_trunc_versions),
     Transform("fix_declared_types", fix_declared_types),
     Transform("rewrite_channels_last", rewrite_channels_last),
+    # After it: the Transpose pairs it leaves around QONNX quantizers between two layers (onnxruntime cancels
+    # pairs around its own ops only).
+    Transform("cancel_transpose_pairs", cancel_transpose_pairs),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
     Transform("rewrite_int_maxpool_pads", rewrite_int_maxpool_pads),
     # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).

@@ -33,6 +33,9 @@ def _rank(model: onnx.ModelProto, value: str) -> int | None:
     for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
         if vi.name == value and vi.type.tensor_type.HasField("shape"):
             return len(vi.type.tensor_type.shape.dim)
+    from ortquant.schemas import register_schemas
+
+    register_schemas()  # the input is often a custom op's output (a QONNX Quant): inference needs its schema
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
     except Exception:

@@ -62,6 +62,19 @@ DW_CASES = [
     (1, 16, 4, 6, 1, 3, (1, 64), (0, 0, 0, 0), (1, 1)),  # width 6, stride 64
     (1, 16, 5, 6, 2, 2, (2, 64), (1, 1, 0, 2), (1, 1)),
     (1, 3, 5, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),  # fewer channels than a block
+    # Horizontal stride 2 with at least 8 output columns: 3 x 3 and 3 x 4 kernels with stride 2 (the vector path's
+    # row kernel) with output widths 8, 14, 12 and 17 around its 8-column strips, an input row narrower than 16 and
+    # several images; and the shapes next to it that keep the block (another vertical stride or dilation, other
+    # kernel sizes, pads wider than 16).
+    (2, 18, 28, 28, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+    (1, 16, 5, 15, 3, 3, (2, 2), (1, 1, 1, 1), (1, 1)),
+    (1, 16, 6, 33, 3, 3, (2, 2), (0, 1, 1, 1), (1, 1)),
+    (1, 16, 8, 24, 3, 4, (2, 2), (1, 2, 0, 1), (1, 1)),
+    (1, 5, 6, 32, 3, 3, (1, 2), (0, 0, 2, 1), (1, 1)),
+    (1, 16, 9, 34, 5, 5, (3, 2), (2, 2, 2, 2), (2, 1)),
+    (1, 17, 4, 33, 2, 4, (2, 2), (1, 1, 0, 2), (1, 1)),
+    (1, 16, 7, 20, 7, 1, (1, 2), (3, 0, 3, 0), (1, 1)),
+    (1, 16, 3, 9, 1, 2, (1, 2), (0, 18, 0, 17), (1, 1)),
 ]
 
 
@@ -77,6 +90,9 @@ def test_depthwise_algorithms_match_reference(algo, kernel, case, rng):
     for threads in (1, 2):
         got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), threads=threads, **args)
         assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, c))
+    # A range narrower than the output type (4-bit codes): the int32 shift epilogue clamps before it packs.
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), lo=-8.0, hi=7.0, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 4, s, p, d, c))
     got = _C.conv2d(x, wt, b, kind="int16", ratio=1.0 / 8, lo=-32768.0, hi=32767.0, **args)
     assert_bitexact(got, ref.conv2d(x, wt, b, 8.0, 1.0, 1.0, 16, s, p, d, c))
     got = _C.conv2d(x, wt, b, kind="int32", ratio=1.0, lo=-(2.0**31), hi=2.0**31 - 1, **args)

@@ -33,7 +33,13 @@ int64_t dw_nhwc_scratch(const DwNhwcArgs& d) {
   if (__builtin_mul_overflow(d.hp, d.wp, &pix) || __builtin_mul_overflow(pix, int64_t{kDwBlock} * 2, &bytes) ||
       bytes > (int64_t{1} << 40))
     return -1;
-  return (bytes + 63) / 64 * 64 + kDwBlock * kDwBlock * 4;
+  bytes = (bytes + 63) / 64 * 64 + kDwBlock * kDwBlock * 4;
+  if (dw_rows_s2(d)) {  // the row kernel: two planes of hp padded rows
+    int64_t rows = 0;
+    if (__builtin_mul_overflow(2 * d.hp, dw_rows_stride(d), &rows) || rows > (int64_t{1} << 40)) return -1;
+    bytes = std::max(bytes, (rows + 63) / 64 * 64);
+  }
+  return bytes;
 }
 
 int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps) {

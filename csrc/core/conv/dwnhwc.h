@@ -4,8 +4,10 @@
 // load), then for every output pixel multiply-adds the taps two at a time as int16 pairs (the bytes of taps t and
 // t+1 interleaved and sign-extended, times the packed weight pairs: vpmaddwd, exact int32 sums), applies the GEMM
 // epilogue to 16 channels at once and transposes tiles of 16 pixels x 16 channels back to NCHW.
-// Per-ISA bodies in dwnhwc_<isa>.cc: scalar (the oracle, plain loops over the same packed data) and AVX2.
+// Per-ISA bodies in dwnhwc_<isa>.cc: scalar (the oracle, plain loops over the same packed data) and AVX2; the AVX2
+// path computes 3 x 3 stride-2 layers without the block, from the NCHW rows (dw_rows_s2 below).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +44,23 @@ struct DwNhwcArgs {
   // requantize in int32 (shift = -1: the float64 epilogue). Set by dw_nhwc_shift().
   int shift = -1;
 };
+// The row kernel of the vector path for 3 x 3 (or 3 x 4) kernels with stride 2 and dilation 1 and at least 8
+// output columns: the input stays NCHW, no channels-last block and no transposes. Per channel the input rows are
+// copied into zero-padded rows; the 16 bytes at padded column 2 ox0 + 2 j, sign-extended, are then the int16 pairs
+// (2 ox + 2 j, 2 ox + 2 j + 1) of the 8 output columns ox0 .. ox0 + 7, one pair per 32-bit lane, so each kernel row
+// is 2 vpmaddwd per 8 output columns against broadcast weight pairs (the second (w, 0) for kw = 3), and the 8 sums
+// leave through the 8-lane epilogue straight into the output row. (Other kernels with stride 2 computed this way, a
+// row at a time, measured slower than the block on 5 x 5 layers: they keep the block.)
+inline bool dw_rows_s2(const DwNhwcArgs& d) {
+  return d.a.kh == 3 && (d.a.kw == 3 || d.a.kw == 4) && d.a.sh == 2 && d.a.sw == 2 && d.a.dh == 1 && d.a.dw == 1 &&
+         d.ow >= 8;
+}
+// Its padded row stride in bytes (planes of hp such rows): the vectors read up to byte 2 * round8(ow) + 1 of a
+// padded row; the copy writes bytes [pl, pl + w).
+inline int64_t dw_rows_stride(const DwNhwcArgs& d) {
+  const int64_t need = std::max(2 * ((d.ow + 7) / 8 * 8) + 2, d.a.pl + d.w);
+  return (need + 31) / 32 * 32;
+}
 // The shift of d (see DwNhwcArgs::shift) for epilogue ep and bias (c values or null), or -1.
 int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps);
 // Bytes of scratch one task needs (the padded block, int16 on the AVX2 path, and a 16 x 16 output tile); -1 when it

@@ -6,6 +6,9 @@
 // same float64 arithmetic as the scalar store) into a 16-pixel tile, and the tile transposed into the NCHW output
 // (16 consecutive output pixels of a plane are contiguous). Widening each input pixel once instead of once per tap
 // cuts the shuffles per tap pair from 4 to 2.
+// 3 x 3 kernels with stride 2 (dw_rows_s2) take the row kernel below instead, with the same tasks and epilogue:
+// there the block's byte transposes, one per input pixel while only a quarter of the pixels are outputs, were 42%
+// of the time.
 #include "core/simd.h"
 
 #include <algorithm>
@@ -199,9 +202,149 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int16_t* buf, char* ti
   }
 }
 
+// ---- The stride-2 row kernel (dw_rows_s2 in dwnhwc.h) -------------------------------------------------------
+
+// Input row s (w bytes) -> bytes [0, w) of r.
+inline void copy_row(const int8_t* s, int64_t w, int8_t* r) {
+  if (w < 16) {
+    std::memcpy(r, s, static_cast<size_t>(w));
+    return;
+  }
+  int64_t x = 0;
+  for (; x + 16 <= w; x += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r + x), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + x)));
+  if (x < w)  // the last 16 bytes again, overlapping (same values)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(r + w - 16),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + w - 16)));
+}
+
+// 16 bytes at p, sign-extended: the int16 pairs of padded columns (p, p + 1), (p + 2, p + 3), ...
+inline __m256i pairs16(const int8_t* p) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The epilogue of 8 sums of one channel (8 consecutive outputs at o, n of them written). kShift: the int32 shift
+// requantization (DwNhwcArgs::shift >= 0); kClamp: clamp to [lo, hi] first (not needed when [lo, hi] is the whole
+// output type: the saturating packs clamp then).
+struct RowEpilogue {
+  Consts8 cst;
+  bool divide;
+  __m256i bh, lo, hi;
+  __m128i sh;
+  __m256d bd;
+};
+
+template <OutKind K, bool kShift, bool kClamp>
+inline void row_store8(const RowEpilogue& e, __m256i acc, char* o, int n) {
+  if constexpr (kShift) {
+    __m256i q = _mm256_sra_epi32(_mm256_add_epi32(acc, e.bh), e.sh);
+    if constexpr (kClamp) q = _mm256_min_epi32(_mm256_max_epi32(q, e.lo), e.hi);
+    store_ints8<K>(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1), o, n);
+  } else {
+    store8<K>(e.cst, e.divide, acc, e.bd, e.bd, o, n);
+  }
+}
+
+// The padded row 2 oy + 2 of output row oy is row 0 of output row oy + 1, so each 8-column block walks down the
+// plane keeping that row's two vectors: 4 loads and 6 vpmaddwd per 8 outputs.
+// The blocks run right to left: the short last block of a row writes its 8 lanes into the start of the next row,
+// which the blocks to its left write after it (only the plane's last row stores exactly n).
+template <OutKind K, bool kShift, bool kClamp>
+void walk_k3s2(const RowEpilogue& e, const __m256i* wv, const int8_t* plane, int64_t rs, int64_t oh, int64_t ow,
+               char* out) {
+  constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
+  const __m256i w0 = wv[0], w1 = wv[1], w2 = wv[2], w3 = wv[3], w4 = wv[4], w5 = wv[5];
+  for (int64_t o0 = (ow - 1) / 8 * 8; o0 >= 0; o0 -= 8) {
+    const int8_t* r = plane + 2 * o0;
+    __m256i p0 = pairs16(r), p1 = pairs16(r + 2);
+    char* o = out + o0 * es;
+    const int last = static_cast<int>(std::min<int64_t>(8, ow - o0));
+    for (int64_t oy = 0; oy < oh; ++oy, o += ow * es) {
+      const int8_t* r1 = r + (2 * oy + 1) * rs;
+      const __m256i a0 = pairs16(r1), a1 = pairs16(r1 + 2);
+      const __m256i b0 = pairs16(r1 + rs), b1 = pairs16(r1 + rs + 2);
+      const __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(p0, w0), _mm256_madd_epi16(p1, w1));
+      const __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(a0, w2), _mm256_madd_epi16(a1, w3));
+      const __m256i s2 = _mm256_add_epi32(_mm256_madd_epi16(b0, w4), _mm256_madd_epi16(b1, w5));
+      p0 = b0;
+      p1 = b1;
+      row_store8<K, kShift, kClamp>(e, _mm256_add_epi32(_mm256_add_epi32(s0, s1), s2), o, oy + 1 < oh ? 8 : last);
+    }
+  }
+}
+
+// Channels [c0, c0 + nc) of image img; scratch: two planes of hp padded rows (dw_rows_stride bytes each) whose
+// padding (rows and columns) is zero.
+template <OutKind K, bool kShift, bool kClamp>
+void rows_s2(const DwNhwcArgs& d, int64_t img, int64_t c0, int64_t nc, int8_t* scratch) {
+  constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
+  const ConvAttrs& a = d.a;
+  const int64_t rs = dw_rows_stride(d), npix = d.oh * d.ow;
+  // Channel c + 1 is copied before channel c is computed: the loads of a plane, which straddle the copy's
+  // stores, then never wait for those stores (a load overlapping two pending stores cannot be forwarded).
+  int8_t* const planes[2] = {scratch, scratch + d.hp * rs};
+  auto copy = [&](int64_t c) {
+    const int8_t* src = d.x + (img * d.c + c) * d.h * d.w;
+    int8_t* plane = planes[(c - c0) & 1] + a.pt * rs + a.pl;
+    for (int64_t y = 0; y < d.h; ++y) copy_row(src + y * d.w, d.w, plane + y * rs);
+  };
+  const Epilogue& ep = *d.ep;
+  const int shift = kShift ? d.shift : 0;
+  const int32_t half = shift > 0 ? int32_t{1} << (shift - 1) : 0;
+  RowEpilogue e{Consts8(ep), ep.fdiv != 0.0, _mm256_setzero_si256(),
+                _mm256_set1_epi32(static_cast<int32_t>(kShift ? ep.lo : 0)),
+                _mm256_set1_epi32(static_cast<int32_t>(kShift ? ep.hi : 0)), _mm_cvtsi32_si128(shift),
+                _mm256_setzero_pd()};
+  char* const out_img = static_cast<char*>(d.out) + img * d.c * npix * es;
+  copy(c0);
+  for (int64_t c = c0; c < c0 + nc; ++c) {
+    if (c + 1 < c0 + nc) copy(c + 1);
+    const int8_t* const plane = planes[(c - c0) & 1];
+    // The weight pairs (w[i][2j], w[i][2j + 1]), the second 0 past the kernel's width, one 32-bit lane each.
+    const int16_t* wb = d.wts->block(c / kDwBlock);
+    const int64_t lane = c % kDwBlock;
+    auto wt = [&](int64_t i, int64_t j) -> uint32_t {
+      if (j >= a.kw) return 0;
+      const int64_t t = i * a.kw + j;
+      return static_cast<uint16_t>(wb[((t / 2) * kDwBlock + lane) * 2 + t % 2]);
+    };
+    __m256i wv[6];
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        wv[i * 2 + j] = _mm256_set1_epi32(static_cast<int32_t>(wt(i, 2 * j) | (wt(i, 2 * j + 1) << 16)));
+    const int32_t bias = ep.bias ? ep.bias[c] : 0;
+    e.bh = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(bias) + static_cast<uint32_t>(half)));
+    e.bd = _mm256_set1_pd(static_cast<double>(bias));
+    char* const out_c = out_img + c * npix * es;
+    walk_k3s2<K, kShift, kClamp>(e, wv, plane, rs, d.oh, d.ow, out_c);
+  }
+}
+
 template <OutKind K>
 void tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
   const int64_t blocks = d.wts->blocks;
+  if (dw_rows_s2(d)) {
+    // Two planes: only the bytes [pl, pl + w) of their input rows are written per channel, so their padding stays
+    // zero for every channel.
+    std::memset(scratch, 0, static_cast<size_t>(2 * d.hp * dw_rows_stride(d)));
+    auto run = [&](auto fn) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t img = t / blocks, c0 = (t % blocks) * kDwBlock;
+        fn(d, img, c0, std::min<int64_t>(kDwBlock, d.c - c0), scratch);
+      }
+    };
+    constexpr bool kInt = K == OutKind::kInt8 || K == OutKind::kInt16 || K == OutKind::kInt32;
+    if (kInt && d.shift >= 0) {
+      // [lo, hi] the whole output type: the saturating packs clamp (kInt32: nothing to clamp).
+      const double tlo = K == OutKind::kInt8 ? -128.0 : (K == OutKind::kInt16 ? -32768.0 : -2147483648.0);
+      const double thi = K == OutKind::kInt8 ? 127.0 : (K == OutKind::kInt16 ? 32767.0 : 2147483647.0);
+      if (d.ep->lo <= tlo && d.ep->hi >= thi) run(rows_s2<K, kInt, false>);
+      else run(rows_s2<K, kInt, true>);
+    } else {
+      run(rows_s2<K, false, false>);
+    }
+    return;
+  }
   auto* buf = reinterpret_cast<int16_t*>(scratch);
   char* tile = reinterpret_cast<char*>(scratch) + (d.hp * d.wp * kDwBlock * 2 + 63) / 64 * 64;
   for (int64_t t = t0; t < t1; ++t) {

@@ -136,6 +136,34 @@ def test_qconv_matches_reference_bitwise(isa, act, case, relu):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+# Outputs of more than 1 MiB of int32 sums run in bands of output rows (QConv::run_bands): each band copies its
+# input rows (with the halo of a 3x3 kernel, the padding rows at the image's edges, a last short band) and rescales
+# in cache. Shapes as in hls4ml's separable convolutions (few channels, large images), scaled down.
+BAND_CASES = [
+    # (n, c, h, w), (m, kh, kw), strides, pads, dilations, group, act
+    ((1, 8, 203, 200), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, {"bits": 4, "signed": True}),  # depthwise
+    ((2, 3, 131, 128), (16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, {"bits": 4, "signed": True}),  # 1x1, K = 3
+    ((1, 16, 130, 128), (16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, {"bits": 8, "signed": True}),  # offset 0
+    ((1, 4, 301, 300), (16, 3, 3), (2, 2), (2, 1, 2, 2), (2, 2), 2, {"bits": 8, "signed": False}),  # strided
+    ((1, 3, 400, 400), (3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, {"bits": 3, "signed": False, "zeropt": 2.0}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAND_CASES)))
+@pytest.mark.parametrize("relu", [False, True])
+def test_qconv_large_output_in_bands_matches_reference_bitwise(isa, case, relu):
+    xs, (m, kh, kw), st, pa, di, group, act = BAND_CASES[case]
+    rng = np.random.default_rng(100 + case)
+    act = {"scale": 0.037, **act}
+    x = _acts(rng, xs, 0.037)
+    w = rng.integers(-8, 8, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s, b = _channel_params(rng, m, 0.037)
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    assert got.size * 4 > 1 << 20  # the banded path
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_every_isa_gives_the_same_bits():
     rng = np.random.default_rng(11)
     x = _acts(rng, (2, 16, 14, 14), 0.05)

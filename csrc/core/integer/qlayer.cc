@@ -1,6 +1,7 @@
 // Integer-mode layers: see qlayer.h.
 #include "core/integer/qlayer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -21,6 +22,9 @@ thread_local std::vector<int8_t> t_codes, t_padded;
 thread_local std::vector<int32_t> t_acc;
 thread_local std::vector<uint8_t> t_signs;
 thread_local std::vector<uint64_t> t_bits;
+// QConv::run_bands: a band's int32 sums take about kBandAccBytes (kept in L2 for the rescale); outputs of at most
+// kBandMinBytes of sums run whole.
+constexpr int64_t kBandAccBytes = 128 << 10, kBandMinBytes = 1 << 20;
 
 int64_t checked_mul(int64_t a, int64_t b) {
   int64_t r;
@@ -309,6 +313,12 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
   int8_t* codes = scratch(t_codes, n_in);
   quantize_codes(act_, x, codes, n_in);
+  // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
+  const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
+  if (!engine_pads && checked_mul(n_out, 4) > kBandMinBytes) {  // n_out > 0: os[3] > 0
+    const int64_t band = std::max<int64_t>(1, kBandAccBytes / checked_mul(checked_mul(m_, os[3]), 4));
+    if (os[2] >= 2 * band) return run_bands(codes, xs, os, band, out, par, kernel);
+  }
   const int8_t* engine_in = codes;
   Shape es = xs;
   if (explicit_pad_) {
@@ -352,6 +362,64 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   int32_t* acc = scratch(t_acc, n_out);
   conv_.run(engine_in, es, ep, acc, par, kernel);
   rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
+}
+
+// Output rows [y0, y1) of image b read the padded input rows [y0 * sh, (y1 - 1) * sh + (kh - 1) * dh + 1): each band
+// copies those rows of every channel (padding with the code -offset when explicit_pad_; the engine has no pads
+// then), runs the engine on them single-threaded and rescales its sums while they are in cache. The bands are the
+// parallel units. Same sums and the same rescale per element as the whole-image path: the same bits.
+void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, float* out,
+                      const gemm::Parallel& par, gemm::Kernel kernel) const {
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3], ohw = oh * ow;
+  const int64_t pt = explicit_pad_ ? a_.pt : 0, pl = explicit_pad_ ? a_.pl : 0, pr = explicit_pad_ ? a_.pr : 0;
+  const int64_t wp = w + pl + pr, mg = m_ / a_.group, bands = (oh + band - 1) / band;
+  const int8_t fill = static_cast<int8_t>(-act_.offset);
+  gemm::Epilogue ep;
+  ep.kind = gemm::OutKind::kRaw;
+  ep.x_max = nonneg_max(act_);
+  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  const gemm::Parallel inline_par(&gemm::run_inline);
+  parallel_ranges(par, n * bands, 1, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<int8_t> t_band;
+    thread_local std::vector<int32_t> t_band_acc;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t b = u / bands, y0 = (u % bands) * band, y1 = std::min(oh, y0 + band), rows = y1 - y0;
+      const int64_t r0 = y0 * a_.sh, in_rows = (rows - 1) * a_.sh + (a_.kh - 1) * a_.dh + 1;
+      int8_t* in = scratch(t_band, checked_mul(c, checked_mul(in_rows, wp)));
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const int8_t* src = codes + (b * c + ch) * h * w;
+        for (int64_t r = 0; r < in_rows; ++r) {
+          int8_t* dst = in + (ch * in_rows + r) * wp;
+          const int64_t sr = r0 + r - pt;
+          if (sr < 0 || sr >= h) {
+            std::memset(dst, fill, static_cast<size_t>(wp));
+            continue;
+          }
+          std::memset(dst, fill, static_cast<size_t>(pl));
+          std::memcpy(dst + pl, src + sr * w, static_cast<size_t>(w));
+          std::memset(dst + pl + w, fill, static_cast<size_t>(pr));
+        }
+      }
+      const Shape bs = {1, c, in_rows, wp};
+      float* ob = out + b * m_ * ohw + y0 * ow;
+      // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> ob[j * ohw + r * ow + p].
+      auto rescale_band = [&](const int32_t* acc, int64_t stride, int64_t j0, int64_t channels) {
+        for (int64_t j = j0; j < j0 + channels; ++j)
+          grid_fn(acc + (j - j0) * rows * stride, stride, ob + j * ohw, 1, rows, ow, corr_.data() + j,
+                  s_.data() + j, b_.data() + j, relu_);
+      };
+      if (conv_.gemm_path()) {
+        conv_.run_raw(
+            in, bs, ep,
+            [&](int64_t, int64_t g, const int32_t* sums, int64_t stride) { rescale_band(sums, stride, g * mg, mg); },
+            inline_par, kernel);
+      } else {
+        int32_t* acc = scratch(t_band_acc, checked_mul(m_, rows * ow));
+        conv_.run(in, bs, ep, acc, inline_par, kernel);
+        rescale_band(acc, ow, 0, m_);
+      }
+    }
+  });
 }
 
 // ---- QGemm -------------------------------------------------------------------------------------------------

@@ -102,6 +102,8 @@ class QConv {
   std::vector<int64_t> zero_corr_;
   void run_planes(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
+  void run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, float* out,
+                 const gemm::Parallel& par, gemm::Kernel kernel) const;
 };
 
 // A quantized matrix product y[r][j] = rescale(sum_k a(x[r][k]) * W[j][k]), weight codes [n][k]; 1-bit layers

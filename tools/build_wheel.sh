@@ -53,7 +53,8 @@ if PATH=$work/bin command -v apt-get >/dev/null || PATH=$work/bin command -v dpk
   echo "could not hide apt-get/dpkg" >&2; exit 1
 fi
 
-# 3. the wheel from the unpacked sdist, with zig, in a clean environment (ccache, when there, speeds up rebuilds)
+# 3. the wheel from the unpacked sdist, with zig, in a clean environment (ccache, when there, speeds up rebuilds);
+# -g0: zig's clang writes debug info even in Release builds (same code without it, about 10 % less compile time)
 cache=()
 if command -v ccache >/dev/null; then
   cache=(CMAKE_CXX_COMPILER_LAUNCHER=ccache CCACHE_DIR="$(ccache -k cache_dir)" CCACHE_BASEDIR="$work"
@@ -67,6 +68,7 @@ env -i PATH="$venv/bin:$work/bin" HOME="$work/home" LANG=C.UTF-8 "${cache[@]}" \
   -C build-dir="$work/build" \
   -C cmake.define.CMAKE_AR="$src/tools/zig/ar" -C cmake.define.CMAKE_RANLIB="$src/tools/zig/ranlib" \
   -C cmake.define.CMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF \
+  -C cmake.define.CMAKE_CXX_FLAGS=-g0 \
   "$src" >"$work/build.log" 2>&1 || { tail -60 "$work/build.log" >&2; exit 1; }
 grep "ortquant: onnxruntime headers in" "$work/build.log" >&2
 

@@ -4,10 +4,12 @@ weight runs as the 2-D layer with height 1. The expected output is a direct 1-D 
 
 from __future__ import annotations
 
+import _integer_fixtures
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from _integer_fixtures import init as _init
+from onnx import TensorProto, helper
 
 import ortquant
 from ortquant.reference import integer as iref
@@ -15,17 +17,8 @@ from ortquant.reference import qonnx as qref
 from ortquant.transforms.lower_integer import integer_plan
 
 Q = "qonnx.custom_op.general"
+backend = _integer_fixtures.backend  # the fixture, by this name
 Arr = np.ndarray
-
-
-@pytest.fixture(params=["engine", "float", "mixed"])
-def backend(request, monkeypatch):
-    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
-    return request.param
-
-
-def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
 
 
 def _conv1d_int(

@@ -5,10 +5,12 @@ model's own parameters, independently of the transform."""
 
 from __future__ import annotations
 
+import _integer_fixtures
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from _integer_fixtures import init as _init
+from onnx import TensorProto, helper
 
 import ortquant
 from ortquant.reference import integer as iref
@@ -16,16 +18,7 @@ from ortquant.reference import qonnx as qref
 from ortquant.transforms.lower_integer import integer_plan, lower_integer
 
 Q = "qonnx.custom_op.general"
-
-
-@pytest.fixture(params=["engine", "float", "mixed"])
-def backend(request, monkeypatch):
-    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
-    return request.param
-
-
-def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
+backend = _integer_fixtures.backend  # the fixture, by this name
 
 
 def _model(

@@ -4,10 +4,12 @@ original QONNX parameters)."""
 
 from __future__ import annotations
 
+import _integer_fixtures
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from _integer_fixtures import init as _init
+from onnx import TensorProto, helper
 
 import ortquant
 from conftest import ORT_ERRORS
@@ -17,21 +19,12 @@ from ortquant.transforms import ModelError, PrepareOptions, apply_pipeline
 from ortquant.transforms.lower_integer import integer_plan, lower_integer
 
 Q = "qonnx.custom_op.general"
-
-
-@pytest.fixture(params=["engine", "float", "mixed"])
-def backend(request, monkeypatch):
-    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", request.param)
-    return request.param
+backend = _integer_fixtures.backend  # the fixture, by this name
 
 
 @pytest.fixture
 def engine(monkeypatch):
     monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
-
-
-def _init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
-    return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
 
 
 def _quant(x: str, out: str, s: str, z: str, b: str, **attrs: object) -> onnx.NodeProto:

@@ -2,10 +2,16 @@
 session creation for the same model.
 
     PYTHONPATH=python .venv/bin/python bench/bench_prepare.py [MODEL ...]     (default: the largest in models/)
+    PYTHONPATH=python .venv/bin/python bench/bench_prepare.py --integer [MODEL ...] (default: the public models)
 
 Prints the median over 30 runs of what ortquant.InferenceSession(path) adds per session (onnx.load without
 external data, then the pipeline on the ModelProto), and of creating an onnxruntime.InferenceSession (ortquant
 registered) from the path, 10 runs.
+
+``--integer``: the whole session creation ``ortquant.InferenceSession(path, integer=True)`` against
+``ortquant.InferenceSession(path)``, process CPU time, one intra-op thread, the two alternating, median of 7 each,
+with the kept weight-quantizer results forgotten before every creation (each is a first session); one line per
+model, sorted by the ratio integer / default, worst first.
 """
 
 from __future__ import annotations
@@ -48,7 +54,39 @@ def bench_one(path: str) -> str:
     )
 
 
+def integer_ratio(path: str, runs: int = 7) -> tuple[float, float]:
+    """Median CPU seconds of a first ``ortquant.InferenceSession`` of ``path`` in default and in integer mode."""
+    import importlib
+
+    fold = importlib.import_module("ortquant.transforms.fold_weight_quantizers")
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):
+        for integer in (False, True):
+            so = ort.SessionOptions()
+            so.intra_op_num_threads = 1
+            fold.clear_cache()
+            t0 = time.process_time()
+            ortquant.InferenceSession(path, sess_options=so, integer=integer)
+            times[integer].append(time.process_time() - t0)
+    return statistics.median(times[False]), statistics.median(times[True])
+
+
+def main_integer(paths: list[str]) -> None:
+    if not paths:
+        corpus = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "realworld"
+        paths = [str(p) for p in sorted(corpus.glob("*.onnx"))]
+    rows = []
+    for path in paths:
+        default, integer = integer_ratio(path)
+        rows.append((integer / default, Path(path).name, default, integer))
+    for ratio, name, default, integer in sorted(rows, reverse=True):
+        print(f"{name}: default {default * 1e3:.1f} ms, integer {integer * 1e3:.1f} ms, ratio {ratio:.2f}")
+
+
 def main(paths: list[str]) -> None:
+    if paths[:1] == ["--integer"]:
+        main_integer(paths[1:])
+        return
     if not paths:
         models = Path(__file__).resolve().parents[1].joinpath("models").glob("*.onnx")
         paths = [str(max(models, key=lambda p: p.stat().st_size))]

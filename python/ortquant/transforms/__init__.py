@@ -19,6 +19,7 @@ from ortquant.transforms._util import ModelError
 from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.check_trunc import check_trunc_versions
 from ortquant.transforms.declared_types import fix_declared_types
+from ortquant.transforms.fold_constant_arith import fold_constant_arith
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
@@ -69,6 +70,9 @@ PIPELINE: list[Transform] = [
     Transform("cancel_transpose_pairs", cancel_transpose_pairs),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
     Transform("rewrite_int_maxpool_pads", rewrite_int_maxpool_pads),
+    # Arithmetic on constants (a bias quantizer's Ceil-computed bit width) folds, so that the quantizers behind it
+    # have constant inputs for the integer lowering and the weight-quantizer fold.
+    Transform("fold_constant_arith", fold_constant_arith),
     # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).
     Transform("lower_integer", lower_integer, lambda o: o.integer),
     # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.

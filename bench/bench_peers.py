@@ -476,6 +476,48 @@ def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
     return f"{k}/{n}"
 
 
+def layer_macs(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> int | None:
+    """Multiply-adds of the model's Conv / ConvTranspose / MatMul / Gemm layers for ``feeds`` (shapes by onnx
+    inference with ortquant's schemas, the inputs' shapes fixed to the feeds'); None when a shape is unknown."""
+    from ortquant.schemas import register_schemas
+
+    register_schemas()
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for i in m.graph.input:
+        if i.name in feeds:
+            dims = i.type.tensor_type.shape.dim
+            del dims[:]
+            for d in feeds[i.name].shape:
+                dims.add().dim_value = int(d)
+    m = rewrite_channels_last(fix_legacy_domains(m))
+    imported = {o.domain for o in m.opset_import}
+    for domain in sorted({n.domain for n in m.graph.node} - imported - {"ai.onnx"}):
+        m.opset_import.add(domain=domain, version=1)  # some exports use a domain without importing it
+    try:
+        g = onnx.shape_inference.infer_shapes(m, strict_mode=False).graph
+    except Exception:
+        return None
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
+              for v in [*g.input, *g.value_info, *g.output]}  # fmt: skip
+    shapes.update({t.name: list(t.dims) for t in g.initializer})
+    total = 0
+    for n in g.node:
+        if n.domain not in ("", "ai.onnx") or n.op_type not in LAYER_OPS:
+            continue
+        x, w, y = shapes.get(n.input[0]), shapes.get(n.input[1]), shapes.get(n.output[0])
+        if not x or not w or not y or None in x or None in w or None in y:
+            return None
+        if n.op_type == "Conv":  # y [N, M, ...] from w [M, C/group, k...]
+            total += int(np.prod(y)) * int(np.prod(w[1:]))
+        elif n.op_type == "ConvTranspose":  # every input element meets every weight of its group
+            total += int(np.prod(x)) * int(np.prod(w[1:]))
+        else:  # MatMul / Gemm: y [..., M, N], reduction length from the first operand
+            trans_a = any(a.name == "transA" and a.i for a in n.attribute)
+            total += int(np.prod(y)) * int(x[-2] if trans_a else x[-1])
+    return total
+
+
 def _tile(a: np.ndarray, batch: int) -> np.ndarray:
     """``batch`` rows cycling through the reference's samples (axis 0)."""
     return np.ascontiguousarray(a[np.arange(batch) % a.shape[0]])
@@ -525,7 +567,8 @@ def bench_model(path: Path, batches: list[int], samples: int, max_mismatch: floa
             if rec["median_cpu_us"] is not None and ref_us:
                 rec["ratio"] = rec["median_cpu_us"] / ref_us
         results.append({"model": str(path), "batch": batch, "isa": ortquant.kernels.active_isa(), "cpu": cpu_name(),
-                        "reference": source, "lowered": lowered, "sides": entry})  # fmt: skip
+                        "reference": source, "lowered": lowered, "macs": layer_macs(model, feeds),
+                        "sides": entry})  # fmt: skip
     return results
 
 
@@ -556,8 +599,8 @@ def summary_table(results: list[dict[str, Any]], cpu: str) -> str:
     to it (above 1: integer mode is faster), "wrong" where the side disagrees with qonnx, "-" where it cannot run."""
     peers = [s for s in SIDES if s != "ortquant-integer"]
     lines = [
-        "| workload | batch | layers lowered | ortquant-integer | " + " | ".join(peers) + " | CPU |",
-        "|---|---|---|---|" + "---|" * len(peers) + "---|",
+        "| workload | batch | layers lowered | ortquant-integer | integer GMAC/s | " + " | ".join(peers) + " | CPU |",
+        "|---|---|---|---|---|" + "---|" * len(peers) + "---|",
     ]
     for r in results:
         sides = r["sides"]
@@ -574,7 +617,9 @@ def summary_table(results: list[dict[str, Any]], cpu: str) -> str:
             else:
                 wrong = not x["correct"] and name != "float"  # the float network is not meant to match
                 cells.append(f"{x['ratio']:.2f}x" + (" wrong" if wrong else ""))
-        lines.append(f"| {Path(r['model']).stem} | {r['batch']} | {r.get('lowered', '?')} | {head} | "
+        macs, us = r.get("macs"), base["median_cpu_us"]
+        rate = f"{macs / us / 1e3:.1f}" if macs and us else "-"
+        lines.append(f"| {Path(r['model']).stem} | {r['batch']} | {r.get('lowered', '?')} | {head} | {rate} | "
                      + " | ".join(cells) + f" | {cpu} |")  # fmt: skip
     return "\n".join(lines)
 

@@ -67,10 +67,36 @@ def test_1bit_qconv_and_qgemm_through_onnxruntime_on_both_paths(xnor):
     np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
 
 
+@pytest.mark.parametrize("op", ["QConv", "QGemm"])
+def test_wide_activation_through_onnxruntime_matches_reference(op):
+    """16-bit unsigned activations (two byte planes on the engine) through onnxruntime with two intra-op threads."""
+    rng = np.random.default_rng(8)
+    act = {"act_scale": 2.0**-8, "act_bits": 16, "act_signed": 0, "act_zeropt": 7.0}
+    if op == "QConv":
+        x = (rng.random((2, 6, 9, 7)) * 270 - 5).astype(np.float32)  # codes over [0, 65535] and clamped beyond
+        w = rng.integers(-8, 8, (8, 3, 3, 3)).astype(np.int8)
+        attrs = {**act, "pads": [1, 0, 2, 1], "group": 2, "strides": [2, 1]}
+    else:
+        x = (rng.random((40, 1568)) * 270 - 5).astype(np.float32)
+        w = rng.integers(-128, 128, (10, 1568)).astype(np.int8)
+        attrs = act
+    n = w.shape[0]
+    s, b = rng.random(n) * 2.0**-12, rng.standard_normal(n)
+    model, feeds = make_node_model(op, D, [x, w, s, b], const=[False, True, True, True], attrs=attrs)
+    (y,) = run_model(model, feeds, threads=2)
+    a = {"scale": 2.0**-8, "bits": 16, "signed": False, "zeropt": 7.0}
+    if op == "QConv":
+        want = ref.qconv(x, w, s, b, pads=(1, 0, 2, 1), group=2, strides=(2, 1), **a)
+    else:
+        want = ref.qgemm(x, w, s, b, **a)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
 @pytest.mark.parametrize(
     "change,message",
     [
-        ({"attrs": {"act_bits": 9}}, "bit width must be 1 .. 8"),
+        ({"attrs": {"act_bits": 17}}, "bit width must be 1 .. 16"),
+        ({"attrs": {"act_bits": 16, "act_zeropt": -3.0}}, "span 65539 levels"),
         ({"attrs": {"act_scale": -1.0}}, "scale must be finite and positive"),
         ({"attrs": {"act_rounding_mode": "NEAREST"}}, "unknown rounding mode"),
         ({"attrs": {"group": 2}}, "group"),

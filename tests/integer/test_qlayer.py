@@ -185,7 +185,11 @@ def test_every_isa_gives_the_same_bits():
     [
         ({"scale": 0.0}, "scale must be finite and positive"),
         ({"scale": float("nan")}, "scale must be finite and positive"),
-        ({"scale": 1.0, "bits": 9}, "bit width must be 1 .. 8"),
+        ({"scale": 1.0, "bits": 17}, "bit width must be 1 .. 16"),
+        ({"scale": 1.0, "bits": 0}, "bit width must be 1 .. 16"),
+        ({"scale": 1.0, "bits": 12}, "no int8 codes"),  # two byte planes: the layers take it, not integer_codes
+        ({"scale": 1.0, "bits": 16, "signed": False, "zeropt": -1.0}, "span 65537 levels"),
+        ({"scale": 1.0, "bits": 16, "signed": True, "zeropt": 40000.0}, "span 72769 levels"),
         ({"scale": 1.0, "zeropt": 0.5}, "zero point must be an integer"),
         ({"scale": 1.0, "bits": 1, "signed": True, "zeropt": 1.0}, "zero point 0"),
     ],
@@ -414,3 +418,122 @@ def test_bitserial_all_ones_planes():
     got = kernels.qgemm(x, w, s, b, kernel="bitserial", bits=2, signed=False, scale=0.3)
     want = ref.qgemm(x, w, s, b, bits=2, signed=False, scale=0.3)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# Activations of 9 to 16 bits (ActQuant::wide): the codes split into two int8 byte planes, the engine run on each
+# with the same weights, the sums combined exactly. Signed / unsigned, narrow, zero points that move the stored
+# values (offset) and the padding's planes.
+WIDE_ACTS = [
+    {"bits": 12, "signed": False},
+    {"bits": 12, "signed": True, "zeropt": 100.0, "rounding_mode": "FLOOR"},
+    {"bits": 16, "signed": False},  # offset 32768: padding in the lowest stored value
+    {"bits": 16, "signed": True, "narrow": True, "rounding_mode": "HALF_EVEN"},
+    {"bits": 16, "signed": False, "zeropt": 40000.0},  # values in [-40000, 25535]
+    {"bits": 16, "signed": True, "zeropt": -5.0, "rounding_mode": "UP"},  # values in [-32763, 32772]: offset 5
+    {"bits": 9, "signed": False, "zeropt": 3.0, "rounding_mode": "CEIL"},
+]
+
+
+def _wide_acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float, act: dict) -> np.ndarray:
+    """Activations over the whole range of a wide quantizer and beyond (clamped), exact ties, special values."""
+    bits, signed, z = act["bits"], act.get("signed", True), act.get("zeropt", 0.0)
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1)
+    span = hi - lo
+    q = rng.uniform(lo - 0.05 * span, hi + 0.05 * span, shape)
+    x = ((q - z) * scale).astype(np.float32)
+    flat = x.reshape(-1)
+    n = min(flat.size // 4, 40)
+    flat[:n] = (rng.integers(lo, hi, n) - z + 0.5).astype(np.float32) * np.float32(scale)  # ties
+    flat[n : n + 2] = np.float32((hi - z) * scale), np.float32((lo - z) * scale)  # both ends
+    specials = SPECIAL_F32[np.isfinite(SPECIAL_F32)]
+    flat[n + 2 : n + 2 + specials.size] = specials
+    return x
+
+
+def _wide_id(a: dict) -> str:
+    return "-".join(f"{k}{v}" for k, v in a.items())
+
+
+@pytest.mark.parametrize("act", WIDE_ACTS, ids=_wide_id)
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+def test_qgemm_wide_activation_matches_reference_bitwise(isa, act, kernel):
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(act["bits"] + 7 * len(act))
+    rows, k, n = 6, 300, 37
+    x = _wide_acts(rng, (rows, k), 0.013, act)
+    w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    s, b = _channel_params(rng, n, 0.013)
+    act = {"scale": 0.013, **act}
+    got = kernels.qgemm(x, w, s, b, kernel=kernel, relu=kernel == "avx2", **act)
+    want = ref.qgemm(x, w, s, b, relu=kernel == "avx2", **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "bits,signed,xq,wq", [(16, False, 65535, -128), (16, True, -32768, -128), (12, False, 4095, 127)]
+)
+def test_qgemm_wide_sum_beyond_int32_is_exact(isa, bits, signed, xq, wq):
+    """Every activation at the range's end and every weight at int8's: the sum (K * 65535 * 128 ~ 2^38 for 16 bits)
+    does not fit int32, each byte plane's does; the rescale of the combined sum equals the int64 reference."""
+    k, n = 5000, 3
+    x = np.full((2, k), np.float32(xq), np.float32)
+    w = np.full((n, k), wq, np.int8)
+    w[1, ::2] = -w[1, ::2]  # a second row whose sum nearly cancels
+    s = np.array([1.0, 0.5, 2.0**-30])
+    b = np.array([0.0, 0.25, -3.0])
+    act = {"scale": 1.0, "bits": bits, "signed": signed}
+    got = kernels.qgemm(x, w, s, b, **act)
+    want = ref.qgemm(x, w, s, b, **act)
+    assert abs(float(want[0, 0])) > 2.0**31  # the case the test is about
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+WIDE_CONV_CASES = [CONV_CASES[0], CONV_CASES[1], CONV_CASES[2], CONV_CASES[4], CONV_CASES[5]]
+
+
+@pytest.mark.parametrize("act", WIDE_ACTS, ids=_wide_id)
+@pytest.mark.parametrize("case", range(len(WIDE_CONV_CASES)))
+def test_qconv_wide_activation_matches_reference_bitwise(isa, act, case):
+    xs, (m, kh, kw), st, pa, di, group = WIDE_CONV_CASES[case]
+    rng = np.random.default_rng(100 + case)
+    x = _wide_acts(rng, xs, 0.021, act)
+    w = rng.integers(-128, 128, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s, b = _channel_params(rng, m, 0.021)
+    act = {"scale": 0.021, **act}
+    relu = case % 2 == 1
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+def test_qconv_wide_activation_on_every_engine_kernel(isa, kernel):
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(5)
+    act = {"bits": 16, "signed": False}
+    x = _wide_acts(rng, (2, 5, 9, 8), 0.004, act)
+    w = rng.integers(-8, 8, (6, 5, 3, 3)).astype(np.int8)
+    s, b = _channel_params(rng, 6, 0.004)
+    got = kernels.qconv(x, w, s, b, pads=(1, 2, 0, 1), kernel=kernel, scale=0.004, **act)
+    want = ref.qconv(x, w, s, b, pads=(1, 2, 0, 1), scale=0.004, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_wide_binary_weights_stay_on_the_engine():
+    """A 12-bit activation with weight codes all +-1: no bit kernel (they take codes of at most 2 bits), the engine
+    on the byte planes gives the reference."""
+    rng = np.random.default_rng(6)
+    act = {"bits": 12, "signed": True}
+    x = _wide_acts(rng, (4, 96), 0.01, act)
+    w = np.where(rng.random((5, 96)) < 0.5, -1, 1).astype(np.int8)
+    s, b = _channel_params(rng, 5, 0.01)
+    with pytest.raises(Exception, match="activation codes in \\[0, 3\\]"):
+        kernels.qgemm(x, w, s, b, kernel="bitserial", scale=0.01, **act)
+    got = kernels.qgemm(x, w, s, b, scale=0.01, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), ref.qgemm(x, w, s, b, scale=0.01, **act).view(np.uint32))

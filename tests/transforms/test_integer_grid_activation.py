@@ -180,21 +180,24 @@ def _gemm_after(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], src:
             "the activation is a graph input, not the output of a Quant / BipolarQuant, and is on no integer grid",
         ),
         ("per_channel", "per-channel"),
-        ("wide", "needs 12 bits; integer mode takes at most 8"),
+        ("wide", "needs 20 bits; integer mode takes at most 16"),
+        ("wide_span", "the 16-bit activation's values q - z in [1, 65536] and 0 span 65537 levels"),
         ("third", "zero point that is not an integer or a half"),
         ("sigmoid", "produced by Sigmoid, not by a Quant / BipolarQuant, and is on no integer grid"),
         ("uint8", "by QuantizeLinear, not by a Quant / BipolarQuant, and the activation is uint8, not float32"),
     ],
 )
 def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
-    q_inits = [_init("as", 0.1, np.float64), _init("az", 0.0), _init("ab", 12.0 if case == "wide" else 4.0)]
-    quant = helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=1)
+    bits = {"wide": 20.0, "wide_span": 16.0}.get(case, 4.0)
+    q_inits = [_init("as", 0.1, np.float64), _init("az", -1.0 if case == "wide_span" else 0.0), _init("ab", bits)]
+    signed = 0 if case == "wide_span" else 1
+    quant = helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=signed)
     if case == "input":
         m = _gemm_after([], [], "x")
     elif case == "per_channel":
         k = _init("k", np.linspace(0.5, 2.0, 10))
         m = _gemm_after([quant, helper.make_node("Mul", ["xq", "k"], ["xs"], name="scale")], [*q_inits, k], "xs")
-    elif case == "wide":
+    elif case in ("wide", "wide_span"):
         m = _gemm_after([quant], q_inits, "xq")
     elif case == "third":
         t = _init("t", np.zeros((1, 1)))
@@ -208,6 +211,38 @@ def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
     (d,) = integer_plan(m)
     assert not d.integer and reason in d.reason, d
     assert lower_integer(m) is m
+
+
+@pytest.mark.parametrize("signed,zeropt", [(0, 0.0), (1, 0.0), (0, 700.0)])
+def test_16bit_grid_through_a_transpose_runs_on_byte_planes(backend, signed, zeropt):
+    """A 16-bit Quant with a float64 scale, then a Transpose (qonnx2mdc's export): the grid path recovers the codes
+    with a synthesized 16-bit quantizer, the engine runs two byte planes (the float-exact backend takes the layer
+    where its float32 sums are exact: K * max|q - z| * max|w| < 2^24)."""
+    s_a = 0.00390625 * 1.5  # float64 value, exact in float32
+    k = 40
+    p, codes, s_w = _weight((k, 3), 1)
+    inits = [_init(n, v) for n, v in p.items()]
+    inits += [_init("as", s_a, np.float64), _init("az", zeropt), _init("ab", 16.0)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=signed),
+        helper.make_node("Transpose", ["xq"], ["xt"], name="tr", perm=[1, 0]),
+        _wquant(),
+        helper.make_node("MatMul", ["xt", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [k, 6])
+    (d,) = integer_plan(m)
+    act_max = max(65535 - zeropt, zeropt) if not signed else 32768
+    float_exact = backend == "float" and k * act_max * int(np.abs(codes).max()) < 2**24
+    kind = "MatMul on integer values (float-exact)" if float_exact else "QGemm (int8 engine on two byte planes)"
+    assert d.integer and d.reason.startswith(f"{kind}; activation on the grid"), d
+    rng = np.random.default_rng(12)
+    lo, hi = (-32768, 32767) if signed else (0, 65535)
+    q = rng.integers(lo, hi + 1, (k, 6))
+    q[0, :2] = lo, hi
+    x = (s_a * (q - zeropt + rng.uniform(-0.3, 0.3, q.shape))).astype(np.float32)  # away from rounding ties
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    want = iref.rescale((q.T - int(zeropt)) @ codes, s_a * s_w, np.zeros(3), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_ternary_codes_through_a_transpose_are_not_taken_as_bipolar(monkeypatch):

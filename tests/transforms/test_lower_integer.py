@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from _integer_fixtures import init as _init
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
 from conftest import ORT_ERRORS
@@ -124,7 +124,9 @@ def test_shared_activation_quantizer_stays_for_its_other_reader(engine):
     np.testing.assert_array_equal(a[1], b[1])
 
 
-def _gemm_model(act_from_input: bool = False, act_bits: float = 4.0, flatten: bool = True) -> onnx.ModelProto:
+def _gemm_model(
+    act_from_input: bool = False, act_bits: float = 4.0, flatten: bool = True, act_zeropt: float = 0.0
+) -> onnx.ModelProto:
     rng = np.random.default_rng(9)
     inits = [
         _init("w", rng.standard_normal((10, 48)) * 0.1),
@@ -132,7 +134,7 @@ def _gemm_model(act_from_input: bool = False, act_bits: float = 4.0, flatten: bo
         _init("wz", 0.0),
         _init("wb", 4.0),
         _init("as", 0.05),
-        _init("az", 0.0),
+        _init("az", act_zeropt),
         _init("ab", act_bits),
         _init("gb", rng.standard_normal(10) * 0.1),
     ]
@@ -170,8 +172,10 @@ def test_gemm_through_maxpool_and_flatten(backend):
     "kwargs,reason",
     [
         ({"act_from_input": True}, "graph input"),
-        ({"act_bits": 12.0}, "not an integer in 1..8"),
-        ({"act_bits": 4.5}, "not an integer in 1..8"),
+        ({"act_bits": 17.0}, "not an integer in 1..16"),
+        ({"act_bits": 4.5}, "not an integer in 1..16"),
+        # 9 to 16 bits: the values q - z and 0 must fit the two byte planes (2^16 levels)
+        ({"act_bits": 16.0, "act_zeropt": 40000.0}, "values q - z in [-72768, -7233] and 0 span 72769 levels"),
     ],
 )
 def test_float_path_reasons(kwargs, reason):
@@ -179,6 +183,32 @@ def test_float_path_reasons(kwargs, reason):
     (d,) = integer_plan(m)
     assert not d.integer and reason in d.reason, d
     assert lower_integer(m) is m
+
+
+@pytest.mark.parametrize("act_bits,act_zeropt", [(12.0, 0.0), (16.0, 0.0), (16.0, -300.0), (9.0, 5.0)])
+def test_wide_activation_quantizer_is_lowered(backend, act_bits, act_zeropt):
+    """A 9- to 16-bit activation Quant right before the layer: the engine runs it on two byte planes (the float-exact
+    backend on its integer values: K * max|a| * max|w| < 2^24 here), bit for bit the reference."""
+    m = _gemm_model(act_bits=act_bits, act_zeropt=act_zeropt)
+    (d,) = integer_plan(m)
+    on_float = "MatMul on integer values (float-exact)"
+    assert d.integer and d.reason == (on_float if backend == "float" else "QGemm (int8 engine on two byte planes)"), d
+    out = lower_integer(m)
+    (q,) = [n for n in out.graph.node if n.op_type in ("QGemm", "QuantCodes")]
+    assert next(a.i for a in q.attribute if a.name == "act_bits") == int(act_bits)
+    rng = np.random.default_rng(4)
+    hi = 2 ** (int(act_bits) - 1)
+    x = (rng.uniform(-1.1 * hi, 1.1 * hi, (5, 3, 8, 8)) * 0.05).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    wy = qref.quant(inits["w"], inits["ws"], inits["wz"], inits["wb"], signed=True, narrow=True, rounding_mode="ROUND")
+    w_codes = np.rint(wy.astype(np.float64) / inits["ws"]).astype(np.int64)
+    act = {"scale": 0.05, "zeropt": act_zeropt, "bits": int(act_bits), "signed": True, "rounding_mode": "ROUND"}
+    pooled = x.reshape(5, 3, 4, 2, 4, 2).max(axis=(3, 5)).reshape(5, 48)  # MaxPool 2x2 then Flatten
+    acc = iref.act_codes(pooled, **act) @ w_codes.T
+    s = np.float64(np.float32(0.05)) * inits["ws"].reshape(-1).astype(np.float64)
+    want = iref.rescale(acc, s, inits["gb"].astype(np.float64), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_unquantized_weight_stays_float():

@@ -94,7 +94,7 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
     a.lo = -1.f, a.hi = 1.f;
     return a;
   }
-  if (bits < 1 || bits > 8) throw Error("the activation bit width must be 1 .. 8, got " + std::to_string(bits));
+  if (bits < 1 || bits > 16) throw Error("the activation bit width must be 1 .. 16, got " + std::to_string(bits));
   if (!(std::isfinite(zeropt) && std::nearbyint(zeropt) == zeropt && std::fabs(zeropt) <= 65536.f))
     throw Error("the activation zero point must be an integer, got " + std::to_string(zeropt));
   int64_t lo, hi;
@@ -111,11 +111,24 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
   a.hi = static_cast<float>(hi);
   const int64_t z = static_cast<int64_t>(zeropt);
   const int64_t vmin = lo - z, vmax = hi - z;
-  a.offset = (vmin >= -128 && vmax <= 127) ? 0 : static_cast<int32_t>(vmin + 128);
+  if (bits <= 8) {
+    a.offset = (vmin >= -128 && vmax <= 127) ? 0 : static_cast<int32_t>(vmin + 128);
+    return a;
+  }
+  // Two byte planes (ActQuant::wide): every stored value c = a - offset, the padding's a = 0 included, must lie in
+  // [-32768, 32767].
+  const int64_t lo0 = std::min<int64_t>(vmin, 0), hi0 = std::max<int64_t>(vmax, 0);
+  if (hi0 - lo0 > 65535)
+    throw Error("the " + std::to_string(bits) + "-bit activation's values q - z in [" + std::to_string(vmin) + ", " +
+                std::to_string(vmax) + "] and 0 span " + std::to_string(hi0 - lo0 + 1) +
+                " levels; integer mode takes at most 65536 (a zero point inside the quantizer's range)");
+  a.wide = true;
+  a.offset = (lo0 >= -32768 && hi0 <= 32767) ? 0 : static_cast<int32_t>(lo0 + 32768);
   return a;
 }
 
 void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n) {
+  if (a.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes (it runs on two byte planes)");
   select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa)(a, x, codes, n);
 }
 
@@ -123,6 +136,17 @@ void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, in
              const double* s, const double* b, bool relu) {
   select_isa(&scalar::rescale_isa, &avx2::rescale_isa, &avx512::rescale_isa)(acc, out, outer, channels, inner, corr,
                                                                             s, b, relu);
+}
+
+void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n) {
+  if (!a.wide) throw Error("quantize_wide needs a 9- to 16-bit activation quantizer");
+  select_isa(&scalar::quantize_wide_isa, &avx2::quantize_wide_isa, &avx512::quantize_wide_isa)(a, x, hi, lo, n);
+}
+
+void rescale_wide(const int32_t* acc_h, const int32_t* acc_l, float* out, int64_t outer, int64_t channels,
+                  int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu) {
+  select_isa(&scalar::rescale_wide_isa, &avx2::rescale_wide_isa, &avx512::rescale_wide_isa)(
+      acc_h, acc_l, out, outer, channels, inner, corr, s, b, relu);
 }
 
 void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n) {
@@ -138,7 +162,7 @@ void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, 
 namespace {
 // [min(vmin, 0), max(vmax, 0)]: every value a = q - z the layer's codes can stand for, padding (a = 0) included.
 void value_span(const ActQuant& a, int64_t* lo0, int64_t* hi0) {
-  // exact: lo, hi, zeropt are integers of magnitude <= 65536 + 255
+  // exact: lo, hi, zeropt are integers of magnitude <= 65536, their difference below 2^24
   const int64_t vmin = a.bipolar ? -1 : static_cast<int64_t>(a.lo - a.zeropt);
   const int64_t vmax = a.bipolar ? 1 : static_cast<int64_t>(a.hi - a.zeropt);
   *lo0 = vmin < 0 ? vmin : 0;
@@ -147,6 +171,7 @@ void value_span(const ActQuant& a, int64_t* lo0, int64_t* hi0) {
 }  // namespace
 
 ActQuant nonneg_codes(ActQuant a) {
+  if (a.wide) return a;
   int64_t lo0, hi0;
   value_span(a, &lo0, &hi0);
   if (hi0 - lo0 <= 127) a.offset = static_cast<int32_t>(lo0);
@@ -154,6 +179,7 @@ ActQuant nonneg_codes(ActQuant a) {
 }
 
 int32_t nonneg_max(const ActQuant& a) {
+  if (a.wide) return -1;
   int64_t lo0, hi0;
   value_span(a, &lo0, &hi0);
   const int64_t smin = lo0 - a.offset, smax = hi0 - a.offset;  // the stored codes' range
@@ -167,8 +193,26 @@ conv::ConvAttrs engine_attrs(conv::ConvAttrs a, bool explicit_pad) {
   if (explicit_pad) a.pt = a.pl = a.pb = a.pr = 0;
   return a;
 }
+// A wide quantizer's padding is never the engine's zero code (its low plane stores l - 128).
 bool needs_explicit_pad(const conv::ConvAttrs& a, const ActQuant& act) {
-  return act.offset != 0 && (a.pt || a.pl || a.pb || a.pr);
+  return (act.offset != 0 || act.wide) && (a.pt || a.pl || a.pb || a.pr);
+}
+// The padded copy of `planes` code planes [h][w]: [planes][h + pt + pb][w + pl + pr], the border filled with `fill`.
+void pad_codes(const int8_t* codes, int64_t planes, int64_t h, int64_t w, const conv::ConvAttrs& a, int8_t fill,
+               int8_t* padded) {
+  const int64_t hp = h + a.pt + a.pb, wp = w + a.pl + a.pr;
+  for (int64_t p = 0; p < planes; ++p) {
+    int8_t* dst = padded + p * hp * wp;
+    const int8_t* src = codes + p * h * w;
+    std::memset(dst, fill, static_cast<size_t>(a.pt * wp));
+    for (int64_t r = 0; r < h; ++r) {
+      int8_t* row = dst + (r + a.pt) * wp;
+      std::memset(row, fill, static_cast<size_t>(a.pl));
+      std::memcpy(row + a.pl, src + r * w, static_cast<size_t>(w));
+      std::memset(row + a.pl + w, fill, static_cast<size_t>(a.pr));
+    }
+    std::memset(dst + (h + a.pt) * wp, fill, static_cast<size_t>(a.pb * wp));
+  }
 }
 }  // namespace
 
@@ -186,8 +230,8 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   check_channel_params(s_, b_, m);
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
-  for (auto& c : corr_) c *= act_.offset;
-  if (xnor) xnor_ = bit_weights(act_, w, m, a.group, cg, a.kh * a.kw, &planes_);
+  for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
+  if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, m, a.group, cg, a.kh * a.kw, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(m), 0);
   if (xnor_ && planes_ > 0) {  // the padding code -offset (a = 0) as bit planes over the group's channels
     const int64_t words = xnor_->words;
@@ -308,6 +352,7 @@ void QConv::run_planes(const float* x, const Shape& xs, const Shape& os, float* 
 
 void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
+  if (act_.wide) return run_wide(x, xs, os, out, par, kernel);
   if (xnor_ && kernel == gemm::Kernel::kAuto)
     return planes_ ? run_planes(x, xs, os, out, par) : run_xnor(x, xs, os, out, par);
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
@@ -325,19 +370,7 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
     const int64_t h = xs[2], w = xs[3], hp = h + a_.pt + a_.pb, wp = w + a_.pl + a_.pr;
     const int64_t planes = checked_mul(xs[0], xs[1]);
     int8_t* padded = scratch(t_padded, checked_mul(planes, checked_mul(hp, wp)));
-    const int8_t fill = static_cast<int8_t>(-act_.offset);
-    for (int64_t p = 0; p < planes; ++p) {
-      int8_t* dst = padded + p * hp * wp;
-      const int8_t* src = codes + p * h * w;
-      std::memset(dst, fill, static_cast<size_t>(a_.pt * wp));
-      for (int64_t r = 0; r < h; ++r) {
-        int8_t* row = dst + (r + a_.pt) * wp;
-        std::memset(row, fill, static_cast<size_t>(a_.pl));
-        std::memcpy(row + a_.pl, src + r * w, static_cast<size_t>(w));
-        std::memset(row + a_.pl + w, fill, static_cast<size_t>(a_.pr));
-      }
-      std::memset(dst + (h + a_.pt) * wp, fill, static_cast<size_t>(a_.pb * wp));
-    }
+    pad_codes(codes, planes, h, w, a_, static_cast<int8_t>(-act_.offset), padded);
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};
   }
@@ -362,6 +395,37 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   int32_t* acc = scratch(t_acc, n_out);
   conv_.run(engine_in, es, ep, acc, par, kernel);
   rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
+}
+
+// A wide activation (ActQuant::wide): the int8 engine on each byte plane (hi, then lo) with the same prepared
+// weights, both planes padded here (explicit_pad_) with the planes of the padding value a = 0, then the exact
+// combination in rescale_wide.
+void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par,
+                     gemm::Kernel kernel) const {
+  const int64_t n_in = shape_size(xs), n_out = shape_size(os);
+  int8_t* codes = scratch(t_codes, checked_mul(n_in, 2));
+  quantize_wide(act_, x, codes, codes + n_in, n_in);
+  const int8_t* in_h = codes;
+  const int8_t* in_l = codes + n_in;
+  Shape es = xs;
+  if (explicit_pad_) {
+    const int64_t h = xs[2], w = xs[3], hp = h + a_.pt + a_.pb, wp = w + a_.pl + a_.pr;
+    const int64_t planes = checked_mul(xs[0], xs[1]), size = checked_mul(planes, checked_mul(hp, wp));
+    int8_t* padded = scratch(t_padded, checked_mul(size, 2));
+    const int32_t c = -act_.offset, l = c & 255;  // the padding's stored value c = 256 * h + l
+    pad_codes(codes, planes, h, w, a_, static_cast<int8_t>((c - l) / 256), padded);
+    pad_codes(codes + n_in, planes, h, w, a_, static_cast<int8_t>(l - 128), padded + size);
+    in_h = padded;
+    in_l = padded + size;
+    es = {xs[0], xs[1], hp, wp};
+  }
+  int32_t* acc = scratch(t_acc, checked_mul(n_out, 2));
+  gemm::Epilogue ep;
+  ep.kind = gemm::OutKind::kRaw;
+  ep.x_max = -1;
+  conv_.run(in_h, es, ep, acc, par, kernel);
+  conv_.run(in_l, es, ep, acc + n_out, par, kernel);
+  rescale_wide(acc, acc + n_out, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 // Output rows [y0, y1) of image b read the padded input rows [y0 * sh, (y1 - 1) * sh + (kh - 1) * dh + 1): each band
@@ -435,8 +499,8 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
       packed_(gemm::pack_weights(w, n, k, k, gemm::PackedWeights::Layout::kPanels)) {
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
-  for (auto& c : corr_) c *= act_.offset;
-  if (xnor) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
+  for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
+  if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(n), 0);
 }
 
@@ -464,7 +528,22 @@ void QGemm::run_planes(const float* x, int64_t rows, float* out, const gemm::Par
   rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
+// A wide activation: the int8 engine on each byte plane with the same packed weights, combined in rescale_wide.
+void QGemm::run_wide(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+  const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
+  int8_t* codes = scratch(t_codes, checked_mul(n_in, 2));
+  quantize_wide(act_, x, codes, codes + n_in, n_in);
+  int32_t* acc = scratch(t_acc, checked_mul(n_out, 2));
+  gemm::Epilogue ep;
+  ep.kind = gemm::OutKind::kRaw;
+  ep.x_max = -1;
+  gemm::gemm_rows(codes, rows, k_, packed_, ep, acc, n_, par, kernel);
+  gemm::gemm_rows(codes + n_in, rows, k_, packed_, ep, acc + n_out, n_, par, kernel);
+  rescale_wide(acc, acc + n_out, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
+}
+
 void QGemm::run(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+  if (act_.wide) return run_wide(x, rows, out, par, kernel);
   if (xnor_ && kernel == gemm::Kernel::kAuto) return planes_ ? run_planes(x, rows, out, par) : run_xnor(x, rows, out, par);
   const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
   int8_t* codes = scratch(t_codes, n_in);

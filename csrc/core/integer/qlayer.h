@@ -6,7 +6,8 @@
 //   activation  q = clamp_round(x / s + z) exactly as QONNX Quant (float32 division, clamp before rounding,
 //               the op's rounding mode; signed 1-bit / BipolarQuant: q = (x / s + z >= 0) ? 1 : -1), a = q - z;
 //               NaN inputs quantize to a = 0 (the float path would propagate NaN; documented difference)
-//   sum         acc_j = sum_k a_k * wq_jk, exact (int32 from the engine, corrected in int64)
+//   sum         acc_j = sum_k a_k * wq_jk, exact (int32 from the engine, corrected in int64; 9- to 16-bit
+//               activations: two int8 byte planes on the engine, combined exactly in float64, see ActQuant::wide)
 //   output      y_j = float32( double(acc_j) * S_j + B_j )   two float64 operations (round to nearest even,
 //               no fused multiply-add), then one rounding to float32. S_j and B_j are float64 values the graph
 //               transform computes (scale products, folded BatchNorm) and passes to the op; a following Relu
@@ -36,11 +37,17 @@ struct ActQuant {
   bool bipolar = false;  // q = (x / s + z >= 0) ? 1 : -1
   RoundMode mode = RoundMode::kHalfEven;
   int32_t offset = 0;
+  // 9 to 16 bits: the stored value c = (q - z) - offset lies in [-32768, 32767] and is split into two int8 byte
+  // planes c = 256 * h + l, h = floor(c / 256) in [-128, 127] and l in [0, 255] stored as l - 128. The layer runs
+  // the int8 engine on each plane with the same weights (each sum exact in int32: |sum| <= K * 128 * 128) and
+  // combines acc = 256 * acc_h + acc_l + (offset + 128) * rowsum(W) exactly in float64 (|acc| < 2^43).
+  bool wide = false;
 };
 
 // Validates and builds the quantizer of QONNX Quant(scale, zeropt, bits, signed, narrow, mode) (signed 1-bit is
 // the bipolar case), or of BipolarQuant(scale) when `bipolar` (bits, signed, narrow, zeropt ignored and z = 0).
-// Throws Error unless scale is finite and > 0, zeropt an integer, 1 <= bits <= 8.
+// Throws Error unless scale is finite and > 0, zeropt an integer of magnitude <= 65536, 1 <= bits <= 16, and (9 to
+// 16 bits) the values q - z together with 0 (the padding) span at most 65536 levels (the two byte planes' range).
 ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow, RoundMode mode,
                         bool bipolar);
 
@@ -53,8 +60,15 @@ ActQuant nonneg_codes(ActQuant a);
 // [0, 127]; -1 otherwise. QConv passes it to the engine as gemm::Epilogue::x_max.
 int32_t nonneg_max(const ActQuant& a);
 
-// codes[i] = code of x[i], i < n (on the active ISA path).
+// codes[i] = code of x[i], i < n (on the active ISA path). Throws Error for a wide quantizer (quantize_wide).
 void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n);
+
+// A wide quantizer's (ActQuant::wide) byte planes of x[i], i < n: c = (q - z) - offset = 256 * hi[i] + lo[i] + 128.
+void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n);
+
+// rescale() of the byte planes' sums: acc = 256 * acc_h + acc_l + corr[j], in float64 (exact: integers < 2^53).
+void rescale_wide(const int32_t* acc_h, const int32_t* acc_l, float* out, int64_t outer, int64_t channels,
+                  int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu = false);
 
 // out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]), then with relu
 // y < 0 ? 0 : y.
@@ -104,6 +118,8 @@ class QConv {
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, float* out,
                  const gemm::Parallel& par, gemm::Kernel kernel) const;
+  void run_wide(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par,
+                gemm::Kernel kernel) const;
 };
 
 // A quantized matrix product y[r][j] = rescale(sum_k a(x[r][k]) * W[j][k]), weight codes [n][k]; 1-bit layers
@@ -131,6 +147,7 @@ class QGemm {
   std::vector<int64_t> zero_corr_;
   void run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
   void run_planes(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
+  void run_wide(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const;
 };
 
 }  // namespace ortquant::integer

@@ -13,6 +13,11 @@ ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
 ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu))
+ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa,
+                        (const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n))
+ORTQUANT_DECLARE_ISA_FN(void, rescale_wide_isa,
+                        (const int32_t* acc_h, const int32_t* acc_l, float* out, int64_t outer, int64_t channels,
+                         int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu))
 ORTQUANT_DECLARE_ISA_FN(void, quantize_values_isa, (const ActQuant& a, const float* x, float* v, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_f32_isa,
                         (const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner,

@@ -6,7 +6,7 @@ scale, a MultiThreshold, a residual Add, ...) but ``infer_grids`` puts it on a p
 with a synthesized quantizer: ``act_scale = float32(s)``, ``act_zeropt = z``, the narrowest QONNX bit range that
 holds ``[lo, hi]`` (unsigned when ``lo >= 0``), rounding ``ROUND``. Since the value is ``s * (q - z)`` up to the
 float32 rounding of the ops that computed it, ``x / float32(s) + z`` is within a few 2^-24 relative of ``q``, so
-the rounding gives ``q`` exactly (``|q - z|`` is at most 2^16 + 255 here). The layer's output rescale uses the
+the rounding gives ``q`` exactly (``|q - z|`` is below 2^17 here). The layer's output rescale uses the
 grid's float64 scale ``s`` itself (:attr:`GridActivation.scale`), not ``float32(s)``.
 
 - A zero point ``z`` that is half an odd integer (MultiThreshold with ``out_bias = -out_scale / 2``: values
@@ -14,8 +14,9 @@ grid's float64 scale ``s`` itself (:attr:`GridActivation.scale`), not ``float32(
 - Codes that are always -1 or +1 (the half-integer case above with ``q`` in two levels, or a grid whose values come
   from a BipolarQuant / signed 1-bit Quant through ops that keep each value or scale it by a nonzero constant) take
   the bipolar quantizer (``act_bipolar``): the binary-weight bit kernels then apply.
-- Grids that need more than 8 bits, per-channel grids and zero points beyond 2^16 stay on the float path, with
-  the reason.
+- Grids of 9 to 16 bits take the wide quantizer (the op runs the int8 engine on two byte planes of the codes), when
+  the values ``q - z`` and 0 span at most 2^16 levels (:func:`wide_span_problem`). Grids that need more than 16
+  bits, per-channel grids and zero points beyond 2^16 stay on the float path, with the reason.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from ortquant.transforms.grid import Grid
 
 Constant = Callable[[str], "np.ndarray | None"]  # a constant initializer's value, None for other values
 _MAX_ZEROPT = 1 << 16  # the in-kernel quantizer's zero point limit (core/integer/qlayer.cc make_act_quant)
+MAX_ACT_BITS = 16  # the in-kernel quantizer's widest codes (9 to 16 bits: two byte planes on the int8 engine)
+_WIDE_LEVELS = 1 << 16  # a 9- to 16-bit quantizer's values q - z and 0 (the padding) span at most this many levels
 # Ops whose output values are each one of the input's values (or the input's value times a nonzero constant):
 # a tensor that never holds 0 keeps that property through them.
 _KEEP_NONZERO = ("Identity", "Dropout", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "MaxPool", "Slice")
@@ -95,6 +98,23 @@ def _bit_range(lo: int, hi: int) -> tuple[int, int, int]:
     return bits, 1, int(lo > -(1 << (bits - 1)))
 
 
+def wide_span_problem(bits: int, signed: bool, narrow: bool, zeropt: float) -> str | None:
+    """Why the in-kernel quantizer refuses a 9- to 16-bit activation (core/integer/qlayer.cc make_act_quant): its
+    values ``q - z`` together with 0 (the padding) must span at most 2^16 levels, the range of the two byte planes.
+    None when it takes it (and for 8 bits or fewer)."""
+    if bits <= 8:
+        return None
+    lo, hi = (-(1 << (bits - 1)) + int(narrow), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1 - int(narrow))
+    z = int(zeropt)
+    lo0, hi0 = min(lo - z, 0), max(hi - z, 0)
+    if hi0 - lo0 + 1 > _WIDE_LEVELS:
+        return (
+            f"the {bits}-bit activation's values q - z in [{lo - z}, {hi - z}] and 0 span {hi0 - lo0 + 1} levels; "
+            f"integer mode takes at most {_WIDE_LEVELS}"
+        )
+    return None
+
+
 def grid_activation(
     value: str, grids: dict[str, Grid], producer: dict[str, onnx.NodeProto], constant: Constant
 ) -> GridActivation:
@@ -126,8 +146,16 @@ def grid_activation(
         bits, signed, narrow = _bit_range(lo, hi)
         if abs(z) > _MAX_ZEROPT:
             raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
-    if bits > 8:
-        raise SkipError(f"the activation's grid {grid} needs {bits} bits; integer mode takes at most 8")
+    if bits > MAX_ACT_BITS and hi - lo < _WIDE_LEVELS:  # as above, into 16 bits
+        z, lo, hi = z - lo, 0, hi - lo
+        bits, signed, narrow = _bit_range(lo, hi)
+        if abs(z) > _MAX_ZEROPT:
+            raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
+    if bits > MAX_ACT_BITS:
+        raise SkipError(f"the activation's grid {grid} needs {bits} bits; integer mode takes at most {MAX_ACT_BITS}")
+    problem = wide_span_problem(bits, bool(signed), bool(narrow), z)
+    if problem is not None:
+        raise SkipError(f"on the activation's grid {grid}, {problem}")
     attrs: dict[str, object] = {
         "act_scale": s32,
         "act_zeropt": float(z),

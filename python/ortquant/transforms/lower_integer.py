@@ -55,7 +55,7 @@ from ortquant.transforms._integer_common import NoGridError, NoQuantizerError, T
 from ortquant.transforms._integer_common import SkipError as _SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, all_nodes, copy_model
 from ortquant.transforms.grid import Grid, infer_grids
-from ortquant.transforms.integer_grid_activation import grid_activation
+from ortquant.transforms.integer_grid_activation import MAX_ACT_BITS, grid_activation, wide_span_problem
 from ortquant.transforms.integer_grid_weight import constant_subgraph, constant_value, grid_weight_codes
 
 DOMAIN = "ortquant.integer"
@@ -278,12 +278,15 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
     if not _broadcasts_into(tuple(b.shape), x_shape):
         raise _SkipError(f"the activation bit width of shape {list(b.shape)} does not broadcast to the activation")
     bits = float(b.ravel()[0])
-    if not (np.isfinite(bits) and bits == int(bits) and 1 <= bits <= 8):
-        raise _SkipError(f"the activation bit width {bits:g} is not an integer in 1..8")
+    if not (np.isfinite(bits) and bits == int(bits) and 1 <= bits <= MAX_ACT_BITS):
+        raise _SkipError(f"the activation bit width {bits:g} is not an integer in 1..{MAX_ACT_BITS}")
     if not (np.isfinite(z) and z == int(z)):
         raise _SkipError(f"the activation zero point {z!r} is not an integer")
     signed = _read.attr_bool(node, "signed", True)
     narrow = _read.attr_bool(node, "narrow", False)
+    wide = wide_span_problem(int(bits), signed, narrow, z)
+    if wide is not None:
+        raise _SkipError(wide)
     rounding = _read.attr_string(node, "rounding_mode", "ROUND")
     assert rounding is not None
     if rounding.upper() not in _ROUNDING_MODES:
@@ -649,6 +652,12 @@ def _bit_kernel(low: _Lowered) -> str | None:
     return "bit-serial" if span <= 3 else None
 
 
+def _engine_kind(op: onnx.NodeProto) -> str:
+    """How a QConv / QGemm off the bit kernels runs: activations of 9 to 16 bits on two byte planes."""
+    bits = next((helper.get_attribute_value(a) for a in op.attribute if a.name == "act_bits"), 8)
+    return "int8 engine on two byte planes" if int(bits) > 8 else "int8 engine"
+
+
 def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
     g = _Graph(model)
     backend = integer_backend()
@@ -670,7 +679,7 @@ def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:
         if low.core.domain != DOMAIN:
             kind = f"{low.core.op_type} on integer values (float-exact)"
         else:
-            kind = f"{low.core.op_type} ({_bit_kernel(low) or 'int8 engine'})"
+            kind = f"{low.core.op_type} ({_bit_kernel(low) or _engine_kind(low.core)})"
         notes = f"; {'; '.join(low.notes)}" if low.notes else ""
         decisions.append(LayerDecision(name, node.op_type, True, f"{kind}{extra}{notes}"))
     return decisions, lowered

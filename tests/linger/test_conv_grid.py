@@ -39,7 +39,7 @@ CASES = [
 
 
 def _check(x, wt, b, case, kernel, threads=1):
-    n, c, h, w, m, kh, kw, s, p, d, g = case
+    s, p, d, g = case[7:]
     args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, threads=threads)
     got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
     assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
@@ -57,7 +57,7 @@ def _check(x, wt, b, case, kernel, threads=1):
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("case", CASES)
 def test_grid_conv_signed(kernel, case, rng):
-    n, c, h, w, m, kh, kw, s, p, d, g = case
+    n, c, h, w, m, kh, kw, g = *case[:7], case[10]
     x = int8_data(rng, (n, c, h, w), extreme=0.2)
     wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.2)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
@@ -69,7 +69,7 @@ def test_grid_conv_signed(kernel, case, rng):
 def test_grid_conv_nonneg_symmetric_weights(kernel, case, rng):
     # Post-ReLU inputs with their largest value and weights in [-127, 127] (the AVX2 product without the sign step),
     # on two threads (panels split between tasks).
-    n, c, h, w, m, kh, kw, s, p, d, g = case
+    n, c, h, w, m, kh, kw, g = *case[:7], case[10]
     x = rng.integers(0, 128, (n, c, h, w), dtype=np.int8)
     x.reshape(-1)[: max(1, x.size // 4)] = 127
     wt = np.maximum(int8_data(rng, (m, c // g, kh, kw), extreme=0.3), -127).astype(np.int8)
@@ -97,7 +97,7 @@ def test_grid_conv_some_panels_signed(kernel, case, rng):
     # Non-negativity is proven per 64-pixel panel from the packed bytes: a non-negative input with a few negative
     # values (one in the middle of the output, one at the end) mixes panels of the cheaper AVX2 product with
     # panels of the sign-step one in one call.
-    n, c, h, w, m, kh, kw, s, p, d, g = case
+    n, c, h, w, m, kh, kw, g = *case[:7], case[10]
     x = rng.integers(0, 128, (n, c, h, w), dtype=np.int8)
     x[0, 0, h // 2, w // 2] = -128
     x[-1, -1, -1, -1] = -1

@@ -138,10 +138,9 @@ constexpr int64_t kPhaseSlack = 16;
 // than 16, running on into the next segment's lanes, which that segment overwrites. A short last segment that
 // would run past lane kPanel takes the panel's last 16 lanes instead, starting before the segment (its lanes
 // before the segment belong to the previous segment), so it is written first. Reads up to 15 bytes before and after
-// a run (kPhaseSlack). Needs ow >= 16: then at most one segment starts in the last 16 lanes. With ow = cols = the
-// pixel count (one segment per panel, no reads around it when n >= 16) it packs contiguous rows (a 1x1 layer's
-// input planes). Returns the OR of every byte it read (a superset of the panel's values: its bit 7 is clear only
-// when they are all non-negative, and then it bounds them).
+// a run (kPhaseSlack). Needs ow >= 16: then at most one segment starts in the last 16 lanes. Returns the OR of
+// every byte it read (a superset of the panel's values: its bit 7 is clear only when they are all non-negative, and
+// then it bounds them).
 uint8_t pack_panel_grid(const int8_t* const* rows, int64_t k, int64_t p0, int64_t n, int64_t ow, int64_t cols,
                         uint8_t* dst) {
   struct Seg {
@@ -481,13 +480,14 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
           build_phases(xg + c0 * h * w, c1 - c0, h, w, a_, g, phases + c0 * g.channel_bytes());
         });
       }
-      // Non-negative inputs (a ReLU before the layer, the usual case) take the cheaper exact AVX2 product. The
-      // packing proves it per panel from the bytes it moves (no pass over the input of its own) where it packs with
-      // pack_panel_grid; the other layers (output rows narrower than 16 with padding or strides) scan the input.
+      // Non-negative inputs (a ReLU before the layer, the usual case) take the cheaper exact AVX2 product.
+      // pack_panel_grid proves it per panel from the bytes it moves (no pass over the input of its own); the other
+      // layers scan the input once per image and group. (A 1x1 layer packed and proven per panel from its input
+      // planes was 4-10 % faster at batch 1 but 7 % slower at batch 8 on Zen 3: its plane streams read straight
+      // from memory were slower than the scan's one sequential stream, with software prefetching or without.)
       Epilogue eg = ep;
       if (ep.bias) eg.bias = ep.bias + gi * mg;
-      const int32_t image_x_max =
-          prove && !segmented && !direct ? gemm::proven_x_max(xg, 1, cg_ * h * w, 0) : int32_t{-1};
+      const int32_t image_x_max = prove && !segmented ? gemm::proven_x_max(xg, 1, cg_ * h * w, 0) : int32_t{-1};
       char* og = sink ? nullptr : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
       char* dst = grid_out == nullptr ? og : grid_out;
       gemm::gemm_cols_source_proven(
@@ -497,18 +497,9 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
             const int64_t np = std::min<int64_t>(gemm::kPanel, grid - p0);
             if (segmented) {
               *x_max = x_max_of_or(pack_panel_grid(rows, k, p0, np, ow, g.cols, scratch));
-            } else if (direct && prove && np >= 16) {
-              *x_max = x_max_of_or(pack_panel_grid(rows, k, p0, np, grid, grid, scratch));
             } else {
               gemm::pack_panel(rows, k, p0, np, scratch);
-              if (direct && prove) {
-                uint8_t any = 0;  // a 1x1 panel narrower than 16 pixels: a few bytes per row
-                for (int64_t kk = 0; kk < k; ++kk)
-                  for (int64_t t = 0; t < np; ++t) any = static_cast<uint8_t>(any | static_cast<uint8_t>(rows[kk][p0 + t]));
-                *x_max = x_max_of_or(any);
-              } else if (!direct) {
-                *x_max = image_x_max;
-              }
+              *x_max = image_x_max;
             }
             return static_cast<const uint8_t*>(scratch);
           },

@@ -3,9 +3,9 @@ input rows are wider than the output rows: the pixel panels then hold only outpu
 row, and the GEMM writes the NCHW output directly. Every kernel path against the numpy int64 reference, with output
 widths around the 16-pixel chunks and the 64-pixel panels (segments that start in a panel's last 16 lanes, short
 first and last segments, a partial last panel), strides 2 and 3 with several left pads, dilation, groups, batches,
-1-D layers, several threads, and the 1x1 layer without padding (input planes read as they are). Non-negativity
-(the cheaper AVX2 product) is proven per panel from the packed bytes: inputs with a few negative values mix both
-kinds of panel in one call."""
+1-D layers, several threads, and the 1x1 layer without padding (input planes read as they are). On the output-pixel
+panels non-negativity (the cheaper AVX2 product) is proven per panel from the packed bytes: inputs with a few
+negative values mix both kinds of panel in one call."""
 
 from __future__ import annotations
 

@@ -225,8 +225,11 @@ void gemm_cols(const PackedWeights& w, const PackedCols& x, const Epilogue& ep, 
       w, x.p, [&](int64_t q, uint8_t*) { return base + q * panel_bytes; }, ep, out, ldc, par, kernel);
 }
 
-void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& source, const Epilogue& ep, void* out,
-                      int64_t ldc, const Parallel& par, Kernel kernel) {
+namespace {
+
+// gemm_cols_source (proving == nullptr) and gemm_cols_source_proven (source == nullptr).
+void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* source, const ProvingPanelSource* proving,
+                      const Epilogue& ep, void* out, int64_t ldc, const Parallel& par, Kernel kernel) {
   if (w.layout != PackedWeights::Layout::kRowBlocks) throw_error("gemm_cols needs weights packed as row blocks");
   if (p < 0) throw_error("gemm: negative matrix size");
   if (w.n == 0 || p == 0) return;
@@ -242,6 +245,8 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
   const int32_t flush = nonneg_flush(ep, w);
+  // Per-panel promises only where with_proven_x_max would have made one for the whole call.
+  const bool per_panel = proving != nullptr && ep.x_max < 0 && resolve_kernel(kernel) == Kernel::kAvx2;
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   uint8_t* const scratch =  // one panel per task
       thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
@@ -259,7 +264,17 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
     args.shift = shift;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
-      args.b = source(q, mine);
+      if (proving == nullptr) {
+        args.b = (*source)(q, mine);
+      } else {
+        int32_t x_max = -1;
+        args.b = (*proving)(q, mine, &x_max);
+        if (per_panel) {
+          Epilogue e = ep;
+          e.x_max = x_max;
+          args.nonneg_flush = nonneg_flush(e, w);
+        }
+      }
       args.nr = static_cast<int>(std::min<int64_t>(kPanel, p - c0));
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r0 = blk * kMR;
@@ -273,6 +288,18 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
       }
     }
   });
+}
+
+}  // namespace
+
+void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& source, const Epilogue& ep, void* out,
+                      int64_t ldc, const Parallel& par, Kernel kernel) {
+  cols_source_impl(w, p, &source, nullptr, ep, out, ldc, par, kernel);
+}
+
+void gemm_cols_source_proven(const PackedWeights& w, int64_t p, const ProvingPanelSource& source, const Epilogue& ep,
+                             void* out, int64_t ldc, const Parallel& par, Kernel kernel) {
+  cols_source_impl(w, p, nullptr, &source, ep, out, ldc, par, kernel);
 }
 
 }  // namespace ortquant::gemm

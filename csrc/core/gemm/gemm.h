@@ -68,4 +68,13 @@ using PanelSource = std::function<const uint8_t*(int64_t panel, uint8_t* scratch
 void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& source, const Epilogue& ep, void* out,
                       int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
 
+// The same where the source also proves each panel's activations: source(q, scratch, &x_max) sets x_max to the
+// promise of Epilogue::x_max for panel q alone (-1: none), e.g. from the bytes it packed, so that no separate pass
+// over the input is needed and a panel of non-negative values takes the cheaper AVX2 product even when others do
+// not. Used when ep.x_max < 0 (no promise for the whole call) and the resolved kernel is AVX2, as in
+// with_proven_x_max; the result is the same either way.
+using ProvingPanelSource = std::function<const uint8_t*(int64_t panel, uint8_t* scratch, int32_t* x_max)>;
+void gemm_cols_source_proven(const PackedWeights& w, int64_t p, const ProvingPanelSource& source, const Epilogue& ep,
+                             void* out, int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
+
 }  // namespace ortquant::gemm

@@ -114,7 +114,8 @@ ISAS_BUILD ?= build-isas
 ISAS_TESTS ?= tests/qonnx/test_quant.py tests/qonnx/test_quant_pow2.py tests/qonnx/test_trunc.py \
   tests/qonnx/test_bipolar_quant.py tests/qonnx/test_float_quant.py tests/qonnx/test_float16.py \
   tests/qonnx/test_multithreshold.py tests/qonnx/test_xnorpopcount.py tests/qonnx/test_maxpoolnhwc.py \
-  tests/qonnx/test_quantavgpool2d.py tests/ngraph/test_quantize.py tests/ngraph/test_dequantize.py \
+  tests/qonnx/test_quantavgpool2d.py tests/qonnx/test_long_rows.py tests/ngraph/test_quantize.py \
+  tests/ngraph/test_dequantize.py \
   tests/integer/test_qlayer.py tests/integer/test_models_integer.py tests/linger/test_activation.py \
   tests/linger/test_elementwise.py tests/linger/test_gemm.py tests/linger/test_linear.py tests/linger/test_conv.py \
   tests/linger/test_conv_grid.py \

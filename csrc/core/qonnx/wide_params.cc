@@ -64,9 +64,20 @@ IntQuantBounds narrow_to_f32(const IntQuantBounds64& b) {
 
 namespace {
 
+// The wide loops (float64 / integer operands, rare in exported models) are compiled for the modes models use
+// (ROUND; FLOOR for Trunc) and once more for every other mode, which they then take at run time (kRunTimeMode:
+// round_value(mode, v)): one instantiation per mode made this file the slowest of the library to compile.
+constexpr RoundMode kRunTimeMode = static_cast<RoundMode>(255);
+
+template <RoundMode M, class T>
+inline T round_as(RoundMode mode, T v) {
+  if constexpr (M == kRunTimeMode) return round_value(mode, v);
+  else return round_value<M>(v);
+}
+
 template <RoundMode M>
 void int_quant_wide_impl(const BroadcastPlan& plan, WideOperand x, WideOperand s, WideOperand z, float* y,
-                         int64_t begin, int64_t end, const IntQuantBounds64& b) {
+                         int64_t begin, int64_t end, const IntQuantBounds64& b, RoundMode mode) {
   const bool div_f32 = !x.f64 && !s.f64;
   for_each_segment(plan, begin, end, [&](int64_t o, const int64_t* offs, int64_t n, const int64_t* st) {
     for (int64_t i = 0; i < n; ++i) {
@@ -81,7 +92,7 @@ void int_quant_wide_impl(const BroadcastPlan& plan, WideOperand x, WideOperand s
       } else {
         if (d > b.hi) d = b.hi;
         if (d < b.lo) d = b.lo;
-        q = round_value<M>(d);
+        q = round_as<M>(mode, d);
       }
       y[o + i] = static_cast<float>((q - zv) * sv);
     }
@@ -92,7 +103,8 @@ void int_quant_wide_impl(const BroadcastPlan& plan, WideOperand x, WideOperand s
 
 void int_quant_wide(const BroadcastPlan& plan, WideOperand x, WideOperand s, WideOperand z, float* y, int64_t begin,
                     int64_t end, const IntQuantBounds64& b, RoundMode mode) {
-  dispatch_round_mode(mode, [&](auto m) { int_quant_wide_impl<decltype(m)::value>(plan, x, s, z, y, begin, end, b); });
+  if (mode == RoundMode::kHalfEven) int_quant_wide_impl<RoundMode::kHalfEven>(plan, x, s, z, y, begin, end, b, mode);
+  else int_quant_wide_impl<kRunTimeMode>(plan, x, s, z, y, begin, end, b, mode);
 }
 
 void bipolar_quant_wide(const BroadcastPlan& plan, WideOperand x, WideOperand s, float* y, int64_t begin,
@@ -165,14 +177,14 @@ void trunc_bounds(const WideTensor& bw, int64_t i, bool is_signed, bool narrow, 
 }
 
 template <RoundMode M>
-double round_in(bool f32, double v) {
-  return f32 ? static_cast<double>(round_value<M>(static_cast<float>(v))) : round_value<M>(v);
+double round_in(RoundMode mode, bool f32, double v) {
+  return f32 ? static_cast<double>(round_as<M>(mode, static_cast<float>(v))) : round_as<M>(mode, v);
 }
 
 template <RoundMode M>
 void trunc_wide_impl(const WideTensor& x, const WideTensor& s, const WideTensor& z, const WideTensor& in_bw,
                      const WideTensor& in4, const WideTensor* out_bw, bool is_signed, bool narrow, const Shape& out,
-                     float* y) {
+                     float* y, RoundMode mode) {
   std::vector<Shape> shapes = {x.shape, s.shape, z.shape, in_bw.shape, in4.shape};
   if (out_bw) shapes.push_back(out_bw->shape);
   const bool p1 = !(x.f64() || s.f64());  // true: the step is float32
@@ -194,7 +206,7 @@ void trunc_wide_impl(const WideTensor& x, const WideTensor& s, const WideTensor&
       trunc_bounds(*out_bw, idx[5], is_signed, narrow, &lo, &hi);
       if (d > hi) d = step(p3, hi);
       if (d < lo) d = step(p3, lo);
-      const double q = round_in<M>(p3, d);
+      const double q = round_in<M>(mode, p3, d);
       const bool pz = !z.f64() && pr;
       const double oz = step(pz, zv / t);
       const bool p4 = p3 && pz;
@@ -219,7 +231,7 @@ void trunc_wide_impl(const WideTensor& x, const WideTensor& s, const WideTensor&
       }
       const bool p3 = p2 && pb;
       d = step(p3, d / ts);
-      const double q = round_in<M>(p3, d);
+      const double q = round_in<M>(mode, p3, d);
       const bool p4 = p3 && !z.f64();
       r = step(p4, q - zv);
       r = step(p4 && !s.f64(), r * sv);
@@ -233,9 +245,12 @@ void trunc_wide_impl(const WideTensor& x, const WideTensor& s, const WideTensor&
 void trunc_wide(const WideTensor& x, const WideTensor& s, const WideTensor& z, const WideTensor& in_bw,
                 const WideTensor& in4, const WideTensor* out_bw, bool is_signed, bool narrow, RoundMode mode,
                 const Shape& out, float* y) {
-  dispatch_round_mode(mode, [&](auto m) {
-    trunc_wide_impl<decltype(m)::value>(x, s, z, in_bw, in4, out_bw, is_signed, narrow, out, y);
-  });
+  if (mode == RoundMode::kFloor)
+    trunc_wide_impl<RoundMode::kFloor>(x, s, z, in_bw, in4, out_bw, is_signed, narrow, out, y, mode);
+  else if (mode == RoundMode::kHalfEven)
+    trunc_wide_impl<RoundMode::kHalfEven>(x, s, z, in_bw, in4, out_bw, is_signed, narrow, out, y, mode);
+  else
+    trunc_wide_impl<kRunTimeMode>(x, s, z, in_bw, in4, out_bw, is_signed, narrow, out, y, mode);
 }
 
 // ---- FloatQuant ------------------------------------------------------------------------------------------------
@@ -260,21 +275,21 @@ int32_t float_format_param(const WideTensor& t, const char* what, int32_t lo, in
 // q = s * round(v / s) of one element: v = X / scale and |v| + tiny in T1 (float or double), the grid in T5.
 // Returns NaN for a non-finite |v| + tiny (numpy: log2 gives inf/NaN, s = inf/NaN, v / s = NaN).
 template <RoundMode R, class T1, class T5>
-double float_quant_step(double xv, double sv, int32_t mant, int32_t emin) {
+double float_quant_step(double xv, double sv, int32_t mant, int32_t emin, RoundMode mode) {
   const T1 v = static_cast<T1>(xv) / static_cast<T1>(sv);  // float: both are float32 values, converted exactly
   const T1 a = std::fabs(v) + std::numeric_limits<T1>::min();  // finfo(d1).tiny
   if (!std::isfinite(a)) return std::numeric_limits<double>::quiet_NaN();
   int32_t e = static_cast<int32_t>(std::ilogb(a)) - mant;  // a is normal: its exact binary exponent
   if (e < emin) e = emin;
   const T5 st = std::ldexp(T5(1), e);  // exp2 of an integer: exact, 0 / inf beyond the range
-  const T5 r = round_value<R>(static_cast<T5>(v) / st);
+  const T5 r = round_as<R>(mode, static_cast<T5>(v) / st);
   return static_cast<double>(st * r);
 }
 
 template <RoundMode R, class T1, class T5, FloatOverflow O>
 void float_quant_wide_impl(const BroadcastPlan& plan, const WideTensor& x, const WideTensor& s,
                            const WideTensor& mvt, const FloatQuantWideFormat& f, float* y, int64_t begin,
-                           int64_t end) {
+                           int64_t end, RoundMode mode) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
   const bool one_bound = shape_size(mvt.shape) == 1;  // numpy's two clip loops differ in the sign of zeros
@@ -283,7 +298,7 @@ void float_quant_wide_impl(const BroadcastPlan& plan, const WideTensor& x, const
       const double xv = x.at(offs[0] + i * st[0]);
       const double sv = s.at(offs[1] + i * st[1]);
       const double mv = mvt.at(offs[2] + i * st[2]);  // an int64 max_val rounded to float64, as numpy does
-      const double q = float_quant_step<R, T1, T5>(xv, sv, f.mantissa, f.emin);
+      const double q = float_quant_step<R, T1, T5>(xv, sv, f.mantissa, f.emin, mode);
       // np.minimum(formula, max_val): NaN propagates, max_val on a tie (signed zeros)
       const double hi = std::isnan(mv) ? kNan : (f.formula < mv ? f.formula : mv);
       const double lo = -hi;
@@ -316,14 +331,14 @@ void float_quant_wide_impl(const BroadcastPlan& plan, const WideTensor& x, const
 template <RoundMode R, class T1, class T5>
 void float_quant_wide_overflow(const BroadcastPlan& plan, const WideTensor& x, const WideTensor& s,
                                const WideTensor& mv, const FloatQuantWideFormat& f, float* y, int64_t begin,
-                               int64_t end, FloatOverflow overflow) {
+                               int64_t end, RoundMode mode, FloatOverflow overflow) {
   switch (overflow) {
     case FloatOverflow::kSaturate:
-      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kSaturate>(plan, x, s, mv, f, y, begin, end);
+      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kSaturate>(plan, x, s, mv, f, y, begin, end, mode);
     case FloatOverflow::kInf:
-      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kInf>(plan, x, s, mv, f, y, begin, end);
+      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kInf>(plan, x, s, mv, f, y, begin, end, mode);
     case FloatOverflow::kNan:
-      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kNan>(plan, x, s, mv, f, y, begin, end);
+      return float_quant_wide_impl<R, T1, T5, FloatOverflow::kNan>(plan, x, s, mv, f, y, begin, end, mode);
   }
 }
 
@@ -356,15 +371,17 @@ void float_quant_wide(const BroadcastPlan& plan, const WideTensor& x, const Wide
                       const FloatQuantWideFormat& f, float* y, int64_t begin, int64_t end, RoundMode mode,
                       FloatOverflow overflow) {
   const bool v_f32 = x.kind == WideTensor::kF32 && s.kind == WideTensor::kF32;
-  dispatch_round_mode(mode, [&](auto m) {
-    constexpr RoundMode R = decltype(m)::value;
+  auto go = [&](auto r) {
+    constexpr RoundMode R = decltype(r)::value;
     if (v_f32 && f.grid_f32)
-      float_quant_wide_overflow<R, float, float>(plan, x, s, max_val, f, y, begin, end, overflow);
+      float_quant_wide_overflow<R, float, float>(plan, x, s, max_val, f, y, begin, end, mode, overflow);
     else if (v_f32)
-      float_quant_wide_overflow<R, float, double>(plan, x, s, max_val, f, y, begin, end, overflow);
+      float_quant_wide_overflow<R, float, double>(plan, x, s, max_val, f, y, begin, end, mode, overflow);
     else
-      float_quant_wide_overflow<R, double, double>(plan, x, s, max_val, f, y, begin, end, overflow);
-  });
+      float_quant_wide_overflow<R, double, double>(plan, x, s, max_val, f, y, begin, end, mode, overflow);
+  };
+  if (mode == RoundMode::kHalfEven) go(std::integral_constant<RoundMode, RoundMode::kHalfEven>{});
+  else go(std::integral_constant<RoundMode, kRunTimeMode>{});
 }
 
 }  // namespace ortquant::qonnx

@@ -4,6 +4,8 @@
 //            sign kernel, which adds one vpsignb per step)
 //   ubs+addw vpmaddubsw + vpaddw                         (32 MAC, int16 accumulation: the narrow-code kernel of
 //            integer mode, exact while the codes are small enough that no int16 sum can overflow)
+//   sign     vpsignb + vpmaddubsw + vpmaddwd(ones) + vpaddd (32 MAC: ortquant's exact kernel for signed
+//            activations, vpmaddubsw(|x|, w * sign x); |x| is computed once per panel vector, not counted)
 //   fma      vfmadd231ps                                (8 MAC: onnxruntime's float convolution, for comparison)
 // Prints GMAC/s of each. Whether vpmaddubsw and vpmaddwd issue on different pipes decides how far the AVX2 engine
 // can go (BENCHMARKS.md, "Issue 11 on an AVX2-only CPU"):
@@ -19,7 +21,7 @@ static double thread_seconds() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-template <int kVariant>  // 0 madd, 1 ubs+madd, 2 ubs+addw
+template <int kVariant>  // 0 madd, 1 ubs+madd, 2 ubs+addw, 3 sign
 static double run(long n) {
   constexpr bool kUbs = kVariant != 0;
   __m256i acc[10];
@@ -29,7 +31,9 @@ static double run(long n) {
   for (long i = 0; i < n; ++i) {
 #pragma GCC unroll 10
     for (int j = 0; j < 10; ++j) {
-      if constexpr (kVariant == 2) {
+      if constexpr (kVariant == 3) {
+        acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a, _mm256_sign_epi8(b, a)), one));
+      } else if constexpr (kVariant == 2) {
         acc[j] = _mm256_add_epi16(acc[j], _mm256_maddubs_epi16(a, b));
       } else if constexpr (kUbs) {
         acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), one));
@@ -67,7 +71,7 @@ static double run_fma(long n) {
 
 int main() {
   const long n = 50000000;
-  std::printf("madd %.1f GMAC/s, ubs+madd %.1f GMAC/s, ubs+addw %.1f GMAC/s, fma %.1f GMAC/s\n", run<0>(n),
-              run<1>(n), run<2>(n), run_fma(n));
+  std::printf("madd %.1f GMAC/s, ubs+madd %.1f GMAC/s, ubs+addw %.1f GMAC/s, sign %.1f GMAC/s, fma %.1f GMAC/s\n",
+              run<0>(n), run<1>(n), run<2>(n), run<3>(n), run_fma(n));
   return 0;
 }

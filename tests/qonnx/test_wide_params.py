@@ -91,6 +91,35 @@ def test_quant_float64_bitwidth_bounds(bits):
         assert_bitexact(run_model(model, feeds)[0], qonnx_execute(qonnx_node("Quant", 4, **attrs), ins))
 
 
+@needs_qonnx
+@pytest.mark.parametrize(
+    "scale", [2.0**-8, 0.5, 2.0**10, 2.0**-126, 2.0**-127, 2.0**-149, 2.0**-1030, 2.0**127, 0.1, 3.0, 1e-300]
+)
+@pytest.mark.parametrize("sdtype,zdtype", [(F64, F32), (F64, F64), (F32, F64)])
+@pytest.mark.parametrize("signed,bits", [(0, 16), (1, 8), (1, 4), (0, 51), (1, 52), (0, 53), (1, 62)])
+def test_quant_wide_row_path_matches_qonnx(scale, sdtype, zdtype, signed, bits):
+    """Long float32 rows with one float64 scale / zero point (QKeras activations): the row path divides by a
+    power-of-two scale as a multiplication and rounds without a library call, bit for bit as qonnx. Ties, signed
+    zeros, infinities, NaN and values past the bounds; bit widths on both sides of 2^51."""
+    s = np.array(scale, sdtype)
+    if not np.isfinite(s) or s == 0:
+        pytest.skip("the scale is not representable in this dtype")
+    rng = np.random.default_rng(zlib.crc32(repr((scale, sdtype, zdtype, signed, bits)).encode()))
+    k = rng.integers(-(2**20), 2**20, 1200).astype(np.float64)
+    with np.errstate(all="ignore"):  # huge scales overflow float32 on purpose (inf inputs)
+        ties = ((k + 0.5) * float(s)).astype(F32)  # exact halves of the grid where float32 can hold them
+        x = np.concatenate([ties, (rng.standard_normal(1200) * 2.0 ** min(bits, 30) * float(s)).astype(F32)])
+        x[:8] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -0.3 * float(s), 0.3 * float(s), -0.5 * float(s)], F32)
+    x = x.reshape(2, 3, 400)
+    zero = np.array(1.0 if bits < 30 else 0.0, zdtype)
+    attrs = {"signed": signed, "narrow": 0, "rounding_mode": "ROUND"}
+    ins = [x, s, zero, np.array(bits, np.int64)]
+    model, feeds = make_node_model("Quant", DOMAIN, ins, const=[False, True, True, True], attrs=attrs)
+    with np.errstate(all="ignore"):
+        want = qonnx_execute(qonnx_node("Quant", 4, **attrs), ins)
+    assert_bitexact(run_model(model, feeds)[0], want)
+
+
 def test_quant_int64_bitwidth_limits():
     x = np.zeros(3, F32)
     for bad in (0, -3, 63):

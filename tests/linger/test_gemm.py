@@ -285,3 +285,74 @@ def test_power_of_two_ratios(kernel, m, n, k, rng):
             assert_bitexact(packed.run(a, bias, kernel=kernel, **e), _expected(acc, kind, 2.0**-shift))
             got = _C.gemm_cols(w, np.ascontiguousarray(a.T), bias, kernel=kernel, **e)
             assert_bitexact(got, _expected(acc, kind, 2.0**-shift).T)
+
+
+def test_biased_flush():
+    # Weights with every |w| <= 64 let the AVX2 kernels multiply the packed bytes x + 128 directly (pair sums
+    # <= 2 * 255 * |w|max < 2^15); the int16 sums then run for 32767 // (2 * 255 * |w|max) k-groups.
+    def flush(wmax: int) -> int:
+        w = np.zeros((3, 9), np.int8)
+        w[1, 4] = wmax
+        return _C.gemm_biased_flush(w)
+
+    assert flush(0) == 1 << 20
+    assert flush(1) == 64
+    assert flush(8) == 8
+    assert flush(9) == 7
+    assert flush(32) == 2
+    assert flush(33) == 1
+    assert flush(64) == 1
+    assert flush(-64) == 1
+    assert flush(65) == 0
+    assert flush(-65) == 0
+    assert flush(-128) == 0
+    assert flush(127) == 0
+
+
+# Weight bounds around the biased kernels' limits: 1 (64 k-groups per widening), 8 (8), 32 / 33 (2 / 1), 64 (the
+# last bound without the sign step) and 65 (the sign kernel again).
+NARROW_BOUNDS = [1, 7, 8, 9, 32, 33, 64, 65]
+NARROW_SHAPES = [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (1, 130, 1027), (64, 100, 36), (7, 13, 17), (2, 3, 5)]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound", NARROW_BOUNDS)
+@pytest.mark.parametrize("m,n,k", NARROW_SHAPES)
+def test_narrow_weights_signed_activations(kernel, bound, m, n, k, rng):
+    # Signed activations (with -128 and 127) times weights in [-bound, bound] (both ends present), both orientations,
+    # every output kind, against numpy's int64 sums.
+    a = int8_data(rng, (m, k), extreme=0.3)
+    w = rng.integers(-bound, bound + 1, (n, k), dtype=np.int8)
+    mask = rng.random((n, k)) < 0.3
+    w[mask] = rng.choice(np.array([-bound, bound], np.int8), size=int(mask.sum()))
+    w.reshape(-1)[:2] = [-bound, bound][: w.size]
+    assert (_C.gemm_biased_flush(w) > 0) == (bound <= 64)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    acc = ref.linear_acc(a, w)
+    packed = _C.PackedGemmRows(w)
+    cols = np.ascontiguousarray(a.T)
+    for kind in KINDS:
+        b = None if kind == "raw" else bias
+        want = _expected(acc if b is None else acc + bias, kind, 2.0**-7)
+        assert_bitexact(packed.run(a, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want)
+        assert_bitexact(_C.gemm_cols(w, cols, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want.T)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound", [1, 8, 9, 32, 33, 64])
+def test_narrow_weights_extreme_sums(kernel, bound):
+    # The largest biased pair sums: x = 127 (byte 255) or x = -128 (byte 0) everywhere against w = +-bound everywhere,
+    # at the longest reduction (int16 sums flushed exactly at their limit, the int32 accumulator near its edge).
+    k = 131071
+    x = np.full((k, 4), 127, np.int8)
+    x[:, 1] = -128
+    x[::2, 2] = -128
+    x[1::3, 3] = -128
+    w = np.full((3, k), bound, np.int8)
+    w[1] = -bound
+    w[2, ::2] = -bound
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    assert np.abs(acc).max() == 128 * bound * k
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
+    got = _C.PackedGemmRows(w).run(np.ascontiguousarray(x.T), kind="raw", kernel=kernel)
+    assert_bitexact(got, acc.T.astype(np.int32))

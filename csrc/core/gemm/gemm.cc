@@ -111,6 +111,12 @@ int32_t nonneg_flush(const Epilogue& ep, const PackedWeights& w) {
 }
 }  // namespace
 
+int32_t biased_flush(const PackedWeights& w) {
+  if (w.max_abs > 64) return 0;
+  const int32_t pair = 2 * 255 * std::max<int32_t>(w.max_abs, 0);
+  return pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+}
+
 int exact_shift(const Epilogue& ep, const int32_t* bias, int64_t nbias, int64_t products) {
   if (ep.kind != OutKind::kInt8 && ep.kind != OutKind::kInt16 && ep.kind != OutKind::kInt32) return -1;
   int e = 0;
@@ -165,6 +171,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
   const Epilogue ep = with_proven_x_max(ep_in, kernel, a, m, w.k, lda);
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   const int32_t flush = nonneg_flush(ep, w);
+  const int32_t biased = biased_flush(w);
   const int64_t kg = w.kgroups;
   const int64_t mt = (m + kMR - 1) / kMR;
   const int64_t np = w.blocks();
@@ -194,6 +201,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
     args.ldc = ldc;
     args.no_min = w.no_min;
     args.nonneg_flush = flush;
+    args.biased_flush = biased;
     args.shift = shift;
     // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
     for (int64_t tb = t0; tb < t1; tb += block_tiles) {
@@ -245,6 +253,7 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
   const int32_t flush = nonneg_flush(ep, w);
+  const int32_t biased = biased_flush(w);
   // Per-panel promises only where with_proven_x_max would have made one for the whole call.
   const bool per_panel = proving != nullptr && ep.x_max < 0 && resolve_kernel(kernel) == Kernel::kAvx2;
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
@@ -261,6 +270,7 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
     args.ldc = ldc;
     args.no_min = w.no_min;
     args.nonneg_flush = flush;
+    args.biased_flush = biased;
     args.shift = shift;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;

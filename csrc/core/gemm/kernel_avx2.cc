@@ -1,6 +1,9 @@
-// AVX2 micro-kernels without VNNI, three families:
+// AVX2 micro-kernels without VNNI, four families:
 //   - activations known to be in [0, 127] (Epilogue::x_max, integer mode): vpmaddubsw on x and w as they are,
 //     int16 sums over as many k-groups as cannot overflow (tile_nonneg below);
+//   - weights with |w| <= 64 (PackedWeights::max_abs: 7-bit and narrower quantizers), any activations: vpmaddubsw on
+//     the packed bytes x + 128 in [0, 255] as they are, exact because the pair sums stay within int16 (the
+//     128 * rowsum(w) correction comes off in the epilogue, as for every path); tile_nonneg<kBiased>;
 //   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
 //     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
 //   - otherwise vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
@@ -172,7 +175,7 @@ void tile_sign(const TileArgs& t) {
 // needs 4. Integer mode's 2- to 7-bit unsigned activations take this path.
 // Tile: 8 pixels x MR <= 6 weight rows, 6 int16 and 6 int32 accumulators in registers (a 16-pixel tile needs 12
 // int16 accumulators, and GCC then spills them on every k-group: measured 20 % slower).
-#define OQ_NDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
+#define OQ_NDECL(r) __m256i acc##r = MR > r && !kBiased ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
 #define OQ_NROW(r)                                                                  \
   if constexpr (MR > r) {                                                           \
     const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                      \
@@ -194,19 +197,26 @@ void tile_sign(const TileArgs& t) {
     acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wb), ones));               \
   }
 
-template <int MR, bool kOne>
+// kBiased (TileArgs::biased_flush > 0, any activations, |w| <= 64): the same schedules on the panel bytes x + 128 as
+// they are (no xor), the accumulators starting at 0 instead of the correction: their sum is sum (x + 128) w =
+// sum x w + 128 rowsum(w), from which the shared epilogue subtracts the correction.
+template <int MR, bool kOne, bool kBiased = false>
 void tile_nonneg(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const int64_t flush = t.nonneg_flush;
+  const __m256i flip = kBiased ? z : _mm256_set1_epi8(static_cast<char>(0x80));
+  const int64_t flush = kBiased ? t.biased_flush : t.nonneg_flush;
+  auto load_x = [&](const uint8_t* p) {
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+    return kBiased ? v : _mm256_xor_si256(v, flip);
+  };
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     OQ_ROWS(OQ_NDECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
     if constexpr (kOne) {
       for (int64_t g = 0; g < t.kgroups; ++g) {
-        const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+        const __m256i xv = load_x(b);
         OQ_ROWS(OQ_N1ROW)
         a += kMR * 4;
         b += kPanel * 4;
@@ -215,7 +225,7 @@ void tile_nonneg(const TileArgs& t) {
       for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
         const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
         for (int64_t g = g0; g < g1; ++g) {
-          const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+          const __m256i xv = load_x(b);
           OQ_ROWS(OQ_NROW)
           a += kMR * 4;
           b += kPanel * 4;
@@ -243,13 +253,17 @@ void tile_nonneg(const TileArgs& t) {
 // computes 8 idle lanes nor runs the epilogue for 3 rows at a time. Accumulators start at the lanes' corrections.
 // kOne: activations in [0, 127] with nonneg_flush == 1 (8-bit weights): the product is vpmaddubsw(x, w) as it is,
 // widened at once, in the same schedule.
-template <int R, bool kWide, bool kOne = false>
+// kBiased (with kOne; TileArgs::biased_flush == 1): the activation bytes x + 128 as they are, accumulators from 0
+// (tile_nonneg's kBiased).
+template <int R, bool kWide, bool kOne = false, bool kBiased = false>
 void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
+  static_assert(kOne || !kBiased, "the biased product is the kOne schedule");
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
-  const __m256i ch = kWide ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(kBiased ? 0 : 0x80));
+  const __m256i cl = kBiased ? _mm256_setzero_si256()
+                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded
+  const __m256i ch = kWide && !kBiased ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
   __m256i l0 = cl, l1 = cl, l2 = cl, l3 = cl, l4 = cl, l5 = cl;
   __m256i h0 = ch, h1 = ch, h2 = ch;
   const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
@@ -259,7 +273,8 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
     const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
 #define OQ_RS(i)                                                                               \
   if constexpr (R > i) {                                                                       \
-    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                                 \
+    const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                               \
     const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
     const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
@@ -270,7 +285,8 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   }
 #define OQ_RS_NARROW(i)                                                                        \
   if constexpr (!kWide && R > i) {                                                             \
-    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                                 \
+    const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                               \
     const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
     const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
@@ -292,13 +308,14 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
 // Rows orientation with activations in [0, 127] (TileArgs::nonneg_flush > 0): vpmaddubsw(x, w) as it is, int16 sums
 // for nonneg_flush k-groups, then one widening into the int32 sums, which live in memory (touched once per
 // widening). Lanes and rows per pass as in rows_sign_pass.
-template <int R, bool kWide>
+// kBiased: TileArgs::biased_flush k-groups per widening, on the activation bytes x + 128 as they are, from 0.
+template <int R, bool kWide, bool kBiased = false>
 void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
   static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
   const __m256i z = _mm256_setzero_si256();
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
-  const __m256i ch = kWide ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(kBiased ? 0 : 0x80));
+  const __m256i cl = kBiased ? z : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded
+  const __m256i ch = kWide && !kBiased ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
   __m256i accl[6], acch[3];
   for (int i = 0; i < R; ++i) accl[i] = cl;
   for (int i = 0; i < (kWide ? R : 0); ++i) acch[i] = ch;
@@ -306,7 +323,7 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
   [[maybe_unused]] __m256i h3 = z, h4 = z, h5 = z;  // named for the macro only (kWide has 3 rows)
   const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
   const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
-  const int64_t flush = t.nonneg_flush;
+  const int64_t flush = kBiased ? t.biased_flush : t.nonneg_flush;
   for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
     const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
     for (int64_t g = g0; g < g1; ++g) {
@@ -314,7 +331,8 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
       const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
 #define OQ_RN(i)                                                                          \
   if constexpr (R > i) {                                                                  \
-    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);    \
+    const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                            \
+    const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                          \
     l##i = _mm256_add_epi16(l##i, _mm256_maddubs_epi16(x, bl));                           \
     if constexpr (kWide && i < 3) h##i = _mm256_add_epi16(h##i, _mm256_maddubs_epi16(x, bh)); \
   }
@@ -338,11 +356,12 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
 
 // tile_rows_sign's schedule with rows_nonneg_pass (kNonneg; rows_sign_pass<kOne> when nonneg_flush == 1) or
 // rows_sign_pass.
-template <bool kNonneg, bool kOne = false>
+// kBiased (with kNonneg): the schedules of tile_nonneg<kBiased>, TileArgs::biased_flush k-groups per widening.
+template <bool kNonneg, bool kOne = false, bool kBiased = false>
 void tile_rows_exact(const TileArgs& t) {
   if constexpr (kNonneg && !kOne) {
-    if (t.nonneg_flush == 1) {
-      tile_rows_exact<true, true>(t);
+    if ((kBiased ? t.biased_flush : t.nonneg_flush) == 1) {
+      tile_rows_exact<true, true, kBiased>(t);
       return;
     }
   }
@@ -351,8 +370,8 @@ void tile_rows_exact(const TileArgs& t) {
       for (int r0 = 0; r0 < t.mr; r0 += 6) {
         switch (t.mr - r0) {
 #define OQ_PASS(R, W)                                                                     \
-  (kOne ? rows_sign_pass<R, W, true>(t, r0, c0)                                             \
-        : (kNonneg ? rows_nonneg_pass<R, W>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0)))
+  (kOne ? rows_sign_pass<R, W, true, kBiased>(t, r0, c0)                                    \
+        : (kNonneg ? rows_nonneg_pass<R, W, kBiased>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0)))
           case 1: OQ_PASS(1, false); break;
           case 2: OQ_PASS(2, false); break;
           case 3: OQ_PASS(3, false); break;
@@ -387,6 +406,10 @@ void tile_any(const TileArgs& t) {
       tile_rows_exact<true>(t);
       return;
     }
+    if (t.biased_flush > 0) {
+      tile_rows_exact<true, false, true>(t);
+      return;
+    }
     if (t.no_min) {
       tile_rows_exact<false>(t);
       return;
@@ -411,6 +434,26 @@ void tile_any(const TileArgs& t) {
         case 4: tile_nonneg<4, false>(t); return;
         case 5: tile_nonneg<5, false>(t); return;
         default: tile_nonneg<6, false>(t); return;
+      }
+    }
+    if (t.biased_flush > 0) {
+      if (t.biased_flush == 1) {
+        switch (t.mr) {
+          case 1: tile_nonneg<1, true, true>(t); return;
+          case 2: tile_nonneg<2, true, true>(t); return;
+          case 3: tile_nonneg<3, true, true>(t); return;
+          case 4: tile_nonneg<4, true, true>(t); return;
+          case 5: tile_nonneg<5, true, true>(t); return;
+          default: tile_nonneg<6, true, true>(t); return;
+        }
+      }
+      switch (t.mr) {
+        case 1: tile_nonneg<1, false, true>(t); return;
+        case 2: tile_nonneg<2, false, true>(t); return;
+        case 3: tile_nonneg<3, false, true>(t); return;
+        case 4: tile_nonneg<4, false, true>(t); return;
+        case 5: tile_nonneg<5, false, true>(t); return;
+        default: tile_nonneg<6, false, true>(t); return;
       }
     }
     if (t.no_min) {

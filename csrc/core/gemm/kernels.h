@@ -29,6 +29,10 @@ struct TileArgs {
   // From Epilogue::x_max (either orientation): > 0 when every activation is in [0, 127]; the number of k-groups whose
   // vpmaddubsw pair sums (each |.| <= 2 * x_max * max|w|) can be added in int16 without overflow (1: none).
   int32_t nonneg_flush = 0;
+  // From PackedWeights::max_abs (either orientation, used when nonneg_flush == 0): > 0 when every |w| <= 64, so that
+  // vpmaddubsw on the sign-flipped activation bytes as they are (x + 128 in [0, 255]) times w cannot saturate (pair sums
+  // <= 2 * 255 * 64 = 32640); the number of k-groups whose pair sums can be added in int16 (1: none).
+  int32_t biased_flush = 0;
   // exact_shift(*ep, ...) of the call (>= 0: the 8-lane epilogues may requantize in int32; -1: float64).
   int shift = -1;
 };

@@ -356,3 +356,51 @@ def test_narrow_weights_extreme_sums(kernel, bound):
     assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
     got = _C.PackedGemmRows(w).run(np.ascontiguousarray(x.T), kind="raw", kernel=kernel)
     assert_bitexact(got, acc.T.astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_cols_minus_128_weights_extreme_pairs(kernel):
+    # Signed activations against weights with -128 (the AVX2 cols kernel without vpsignb, |x| * (w ^ s) plus the
+    # per-pixel sums of max(-x, 0)): x = -128 against w = 127 gives the pair sum -32768 of that product, the int16
+    # minimum; w = -128 against x = -128 and 127 the others at their limits, at the longest reduction.
+    k = 131071
+    x = np.full((k, 5), -128, np.int8)
+    x[:, 1] = 127
+    x[::2, 2] = 127
+    x[1::3, 3] = 0
+    x[:, 4] = -1
+    w = np.full((7, k), 127, np.int8)
+    w[0, 0] = -128  # every row set holds a -128
+    w[1] = -128
+    w[2, ::2] = -128
+    w[3, 1::2] = 0
+    w[4] = -127
+    w[5, ::3] = -128
+    w[6] = 1
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    assert np.abs(acc).max() == 128 * 128 * k
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
+    e = _epilogue("int16", 2.0**-16)
+    assert_bitexact(_C.gemm_cols(w, x, kernel=kernel, **e), _expected(acc, "int16", 2.0**-16))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(
+    "shape", [(1, 3, 6, 17, 13, 3), (2, 8, 9, 70, 14, 3), (1, 64, 6, 30, 70, 3), (1, 5, 4, 9, 6, 1)]
+)
+def test_conv_minus_128_weights_mixed_panels(kernel, shape, rng):
+    # A convolution whose weights hold -128: panels of non-negative pixels take the post-ReLU kernel, the others the
+    # kernel without vpsignb with their own per-pixel sums (a negative value in one panel only, one at the end).
+    n, c, h, w, m, kk = shape
+    x = rng.integers(0, 128, (n, c, h, w), dtype=np.int8)
+    x[0, 0, h // 2, w // 2] = -128
+    x[-1, -1, -1, -1] = -1
+    wt = int8_data(rng, (m, c, kk, kk), extreme=0.3)
+    wt.reshape(-1)[0] = -128
+    args = dict(strides=[1, 1], pads=[kk // 2] * 4, dilations=[1, 1], group=1, kernel=kernel)
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    want = ref.conv2d_acc(x, wt, None, (1, 1), (kk // 2,) * 4, (1, 1), 1).astype(np.int32)
+    assert_bitexact(got, want)
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)  # signed everywhere
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, (1, 1), (kk // 2,) * 4, (1, 1), 1).astype(np.int32))

@@ -259,6 +259,8 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   uint8_t* const scratch =  // one panel per task
       thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
+  // Signed activations against weights with -128 and wider than 64 on AVX2: the per-pixel sums of TileArgs::xneg.
+  const bool negsums = resolve_kernel(kernel) == Kernel::kAvx2 && !w.no_min && biased == 0;
   par(static_cast<size_t>(tw * tp), [&](size_t task) {
     const int64_t iw = static_cast<int64_t>(task) / tp, ip = static_cast<int64_t>(task) % tp;
     const int64_t q0 = pp * ip / tp, q1 = pp * (ip + 1) / tp;
@@ -272,6 +274,7 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
     args.nonneg_flush = flush;
     args.biased_flush = biased;
     args.shift = shift;
+    alignas(32) int32_t xneg[kPanel];
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
       if (proving == nullptr) {
@@ -286,6 +289,11 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
         }
       }
       args.nr = static_cast<int>(std::min<int64_t>(kPanel, p - c0));
+      args.xneg = nullptr;
+      if (negsums && args.nonneg_flush == 0) {
+        avx2::panel_negsums(static_cast<const uint8_t*>(args.b), kg, xneg);
+        args.xneg = xneg;
+      }
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r0 = blk * kMR;
         args.a = w.data.data() + blk * kg * kMR * 4;

@@ -167,6 +167,51 @@ void tile_sign(const TileArgs& t) {
 #undef OQ_SDECL
 #undef OQ_SOUT
 
+// Cols orientation with -128 weights (the sign kernel's w * sign(x) would wrap at w = -128, x < 0): with s = -1 where
+// x < 0 and 0 elsewhere, x * w = |x| * (w ^ s) + |x| * [x < 0], since w ^ s = -w - 1 where x < 0. |x| <= 128 and
+// w ^ s in [-128, 127] with |x| <= 127 where s = 0, so a vpmaddubsw pair sum lies in [-32768, 32512]: exact for every
+// weight. The second term does not depend on the weight row: TileArgs::xneg holds its sum over k per pixel of the
+// panel (panel_negsums), added to every row's accumulator once. vpxor instead of vpsignb per product.
+#define OQ_XROW(r)                                                                          \
+  if constexpr (MR > r) {                                                                   \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                              \
+    const __m256i p = _mm256_maddubs_epi16(xa, _mm256_xor_si256(wb, sg));                   \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(p, ones));                          \
+  }
+#define OQ_XDECL(r) \
+  __m256i acc##r = MR > r ? _mm256_add_epi32(_mm256_set1_epi32(t.corr[r < MR ? r : 0]), neg) : z;
+#define OQ_XOUT(r) \
+  if constexpr (MR > r) s[r] = acc##r;
+
+template <int MR>
+void tile_xsign(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    const __m256i neg = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.xneg + c0));  // kPanel entries
+    OQ_ROWS(OQ_XDECL)
+    const auto* a = static_cast<const uint8_t*>(t.a);
+    const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+    for (int64_t g = 0; g < t.kgroups; ++g) {
+      const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+      const __m256i xa = _mm256_abs_epi8(xv);
+      const __m256i sg = _mm256_cmpgt_epi8(z, xv);
+      OQ_ROWS(OQ_XROW)
+      a += kMR * 4;
+      b += kPanel * 4;
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_XOUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<true>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_XROW
+#undef OQ_XDECL
+#undef OQ_XOUT
+
 // Cols orientation with non-negative activations (TileArgs::nonneg_flush > 0, from Epilogue::x_max): x = panel
 // byte ^ 0x80 is in [0, 127], a valid u8 operand of vpmaddubsw as it is, so the product needs no sign step, and a
 // pair sum is at most 2 * 127 * 128 = 32512 in magnitude (exact even with -128 weights). The pair sums are added in
@@ -456,6 +501,16 @@ void tile_any(const TileArgs& t) {
         default: tile_nonneg<6, false, true>(t); return;
       }
     }
+    if (!t.no_min && t.xneg != nullptr) {
+      switch (t.mr) {
+        case 1: tile_xsign<1>(t); return;
+        case 2: tile_xsign<2>(t); return;
+        case 3: tile_xsign<3>(t); return;
+        case 4: tile_xsign<4>(t); return;
+        case 5: tile_xsign<5>(t); return;
+        default: tile_xsign<6>(t); return;
+      }
+    }
     if (t.no_min) {
       switch (t.mr) {
         case 1: tile_sign<1>(t); return;
@@ -488,6 +543,27 @@ void tile_any(const TileArgs& t) {
 }
 
 }  // namespace
+
+void panel_negsums(const uint8_t* panel, int64_t kgroups, int32_t* out) {
+  // max(-x, 0) = 128 - byte where the panel byte x + 128 is below 128 (saturating subtract); 4 per lane and k-group,
+  // so int16 pair sums (<= 256 each) are added for 64 k-groups (<= 16384) before widening.
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int c0 = 0; c0 < kPanel; c0 += 8) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t g0 = 0; g0 < kgroups; g0 += 64) {
+      const int64_t g1 = kgroups - g0 < 64 ? kgroups : g0 + 64;
+      __m256i s16 = _mm256_setzero_si256();
+      for (int64_t g = g0; g < g1; ++g) {
+        const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(panel + (g * kPanel + c0) * 4));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_subs_epu8(flip, u), ones8));
+      }
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c0), sum);
+  }
+}
 
 void tile_rows(const TileArgs& t) { tile_any<false>(t); }
 void tile_cols(const TileArgs& t) { tile_any<true>(t); }

@@ -1,4 +1,4 @@
-// AVX2 micro-kernels without VNNI, four families:
+// AVX2 micro-kernels without VNNI, five families:
 //   - activations known to be in [0, 127] (Epilogue::x_max, integer mode): vpmaddubsw on x and w as they are,
 //     int16 sums over as many k-groups as cannot overflow (tile_nonneg below);
 //   - weights with |w| <= 64 (PackedWeights::max_abs: 7-bit and narrower quantizers), any activations: vpmaddubsw on
@@ -6,7 +6,9 @@
 //     128 * rowsum(w) correction comes off in the epilogue, as for every path); tile_nonneg<kBiased>;
 //   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
 //     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
-//   - otherwise vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
+//   - cols orientation with -128 weights: vpmaddubsw on |x| and w ^ (x < 0 ? -1 : 0) plus a per-pixel sum of
+//     max(-x, 0) (tile_xsign below);
+//   - otherwise (rows orientation with -128 weights) vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
 //     operands are widened to int16 (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd, whose int32
 //     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
 //     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights

@@ -359,10 +359,11 @@ def test_narrow_weights_extreme_sums(kernel, bound):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_cols_minus_128_weights_extreme_pairs(kernel):
-    # Signed activations against weights with -128 (the AVX2 cols kernel without vpsignb, |x| * (w ^ s) plus the
-    # per-pixel sums of max(-x, 0)): x = -128 against w = 127 gives the pair sum -32768 of that product, the int16
-    # minimum; w = -128 against x = -128 and 127 the others at their limits, at the longest reduction.
+def test_minus_128_weights_extreme_pairs(kernel):
+    # Signed activations against weights with -128 (the AVX2 kernels without vpsignb, |x| * (w ^ s) plus the sums
+    # of max(-x, 0) per pixel or activation row): x = -128 against w = 127 gives the pair sum -32768 of that
+    # product, the int16 minimum; w = -128 against x = -128 and 127 the others at their limits, at the longest
+    # reduction.
     k = 131071
     x = np.full((k, 5), -128, np.int8)
     x[:, 1] = 127
@@ -382,6 +383,9 @@ def test_cols_minus_128_weights_extreme_pairs(kernel):
     assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
     e = _epilogue("int16", 2.0**-16)
     assert_bitexact(_C.gemm_cols(w, x, kernel=kernel, **e), _expected(acc, "int16", 2.0**-16))
+    # The rows orientation (LinearInt): the same product with one sum of max(-x, 0) per activation row.
+    a = np.ascontiguousarray(x.T)
+    assert_bitexact(_C.PackedGemmRows(w).run(a, kind="raw", kernel=kernel), acc.T.astype(np.int32))
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -404,3 +408,22 @@ def test_conv_minus_128_weights_mixed_panels(kernel, shape, rng):
     x = int8_data(rng, (n, c, h, w), extreme=0.3)  # signed everywhere
     got = _C.conv2d(x, wt, None, kind="raw", **args)
     assert_bitexact(got, ref.conv2d_acc(x, wt, None, (1, 1), (kk // 2,) * 4, (1, 1), 1).astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(
+    "m,n,k", [(1, 1, 1), (5, 65, 3), (7, 13, 17), (13, 67, 131), (6, 8, 33), (19, 9, 2), (4, 130, 16)]
+)
+def test_rows_minus_128_weights_signed(kernel, m, n, k, rng):
+    # LinearInt's orientation with -128 weights and signed activations: partial 6-row tiles, K % 4 != 0 (the last
+    # k-group of the per-row sums), 8- and 16-lane passes; every output kind against numpy.
+    a = int8_data(rng, (m, k), extreme=0.3)
+    w = int8_data(rng, (n, k), extreme=0.3)
+    w.reshape(-1)[-1] = -128
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    acc = ref.linear_acc(a, w)
+    packed = _C.PackedGemmRows(w)
+    for kind in KINDS:
+        b = None if kind == "raw" else bias
+        want = _expected(acc if b is None else acc + bias, kind, 2.0**-7)
+        assert_bitexact(packed.run(a, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want)

@@ -177,13 +177,21 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
   const int64_t np = w.blocks();
   const int64_t tile_bytes = kg * kMR * 4;
 
-  // Activations: sign-flipped, k-interleaved tiles of kMR rows.
-  uint8_t* const apack = thread_scratch_as<uint8_t>(ScratchSlot::kGemmRowsA, static_cast<size_t>(mt * tile_bytes));
+  // Activations: sign-flipped, k-interleaved tiles of kMR rows; for signed activations against weights with -128 on
+  // AVX2 also each row's sum of max(-x, 0) (TileArgs::xneg), stored after the tiles.
+  const bool negsums = resolve_kernel(kernel) == Kernel::kAvx2 && !w.no_min && biased == 0 && flush == 0;
+  const int64_t apack_bytes = mt * tile_bytes;
+  uint8_t* const apack = thread_scratch_as<uint8_t>(
+      ScratchSlot::kGemmRowsA, static_cast<size_t>(apack_bytes + (negsums ? mt * kMR * 4 + 4 : 0)));
+  int32_t* const xneg = negsums ? reinterpret_cast<int32_t*>(apack + ((apack_bytes + 3) & ~int64_t{3})) : nullptr;
   {
     const int64_t chunks = std::clamp<int64_t>(m * w.k / (int64_t{1} << 18), 1, std::min<int64_t>(mt, kMaxTasks));
     par(static_cast<size_t>(chunks), [&](size_t c) {
       const int64_t t0 = mt * static_cast<int64_t>(c) / chunks, t1 = mt * static_cast<int64_t>(c + 1) / chunks;
-      for (int64_t t = t0; t < t1; ++t) pack_rows_tile(a, m, lda, w.k, t * kMR, apack + t * tile_bytes);
+      for (int64_t t = t0; t < t1; ++t) {
+        pack_rows_tile(a, m, lda, w.k, t * kMR, apack + t * tile_bytes);
+        if (negsums) avx2::tile_negsums(apack + t * tile_bytes, kg, xneg + t * kMR);
+      }
     });
   }
 
@@ -215,6 +223,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
         for (int64_t t = tb; t < te; ++t) {
           const int64_t r0 = t * kMR;
           args.a = apack + t * tile_bytes;
+          args.xneg = negsums ? xneg + t * kMR : nullptr;
           args.mr = static_cast<int>(std::min<int64_t>(kMR, m - r0));
           args.out = static_cast<char*>(out) + (r0 * ldc + j0) * static_cast<int64_t>(es);
           fn(args);

@@ -6,9 +6,9 @@
 //     128 * rowsum(w) correction comes off in the epilogue, as for every path); tile_nonneg<kBiased>;
 //   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
 //     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
-//   - cols orientation with -128 weights: vpmaddubsw on |x| and w ^ (x < 0 ? -1 : 0) plus a per-pixel sum of
-//     max(-x, 0) (tile_xsign below);
-//   - otherwise (rows orientation with -128 weights) vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
+//   - weights with -128: vpmaddubsw on |x| and w ^ (x < 0 ? -1 : 0) plus a sum of max(-x, 0) per pixel (tile_xsign
+//     below) or activation row (rows_sign_pass<kXs>);
+//   - otherwise (no such sums given) vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
 //     operands are widened to int16 (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd, whose int32
 //     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
 //     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights
@@ -302,10 +302,13 @@ void tile_nonneg(const TileArgs& t) {
 // widened at once, in the same schedule.
 // kBiased (with kOne; TileArgs::biased_flush == 1): the activation bytes x + 128 as they are, accumulators from 0
 // (tile_nonneg's kBiased).
-template <int R, bool kWide, bool kOne = false, bool kBiased = false>
+// kXs (weights with -128, TileArgs::xneg set): tile_xsign's product, |x| * (w ^ s) with s = (x < 0 ? -1 : 0), each
+// row's accumulators starting at its sum of max(-x, 0) on top of the correction.
+template <int R, bool kWide, bool kOne = false, bool kBiased = false, bool kXs = false>
 void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
   static_assert(kOne || !kBiased, "the biased product is the kOne schedule");
+  static_assert(!(kOne && kXs), "kXs is a signed product");
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(kBiased ? 0 : 0x80));
   const __m256i cl = kBiased ? _mm256_setzero_si256()
@@ -313,20 +316,37 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   const __m256i ch = kWide && !kBiased ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
   __m256i l0 = cl, l1 = cl, l2 = cl, l3 = cl, l4 = cl, l5 = cl;
   __m256i h0 = ch, h1 = ch, h2 = ch;
+  [[maybe_unused]] __m256i h3 = ch, h4 = ch, h5 = ch;  // named for OQ_RX only (kWide has 3 rows)
+  if constexpr (kXs) {
+#define OQ_RX(i)                                                       \
+  if constexpr (R > i) {                                               \
+    const __m256i n = _mm256_set1_epi32(t.xneg[r0 + i]);               \
+    l##i = _mm256_add_epi32(l##i, n);                                  \
+    if constexpr (kWide && i < 3) h##i = _mm256_add_epi32(h##i, n);    \
+  }
+    OQ_RX(0) OQ_RX(1) OQ_RX(2) OQ_RX(3) OQ_RX(4) OQ_RX(5)
+#undef OQ_RX
+  }
+  [[maybe_unused]] const __m256i zero = _mm256_setzero_si256();
   const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
   const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
   for (int64_t g = 0; g < t.kgroups; ++g) {
     const __m256i bl = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
     const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
+    // The signed operand: w itself (kOne), w * sign(x), or w ^ (x < 0 ? -1 : 0) (kXs).
+    auto signed_w = [&](__m256i w, __m256i x, __m256i sg) {
+      return kOne ? w : (kXs ? _mm256_xor_si256(w, sg) : _mm256_sign_epi8(w, x));
+    };
 #define OQ_RS(i)                                                                               \
   if constexpr (R > i) {                                                                       \
     const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                                 \
     const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                               \
     const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
-    const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
+    const __m256i sg = kXs ? _mm256_cmpgt_epi8(zero, x) : x;                                   \
+    const __m256i wl = signed_w(bl, x, sg);                                                    \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
     if constexpr (kWide) {                                                                     \
-      const __m256i wh = kOne ? bh : _mm256_sign_epi8(bh, x);                                  \
+      const __m256i wh = signed_w(bh, x, sg);                                                  \
       h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wh), ones));    \
     }                                                                                          \
   }
@@ -335,7 +355,8 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
     const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                                 \
     const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                               \
     const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
-    const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
+    const __m256i sg = kXs ? _mm256_cmpgt_epi8(zero, x) : x;                                   \
+    const __m256i wl = signed_w(bl, x, sg);                                                    \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
   }
     OQ_RS(0) OQ_RS(1) OQ_RS(2) OQ_RS_NARROW(3) OQ_RS_NARROW(4) OQ_RS_NARROW(5)
@@ -404,7 +425,8 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
 // tile_rows_sign's schedule with rows_nonneg_pass (kNonneg; rows_sign_pass<kOne> when nonneg_flush == 1) or
 // rows_sign_pass.
 // kBiased (with kNonneg): the schedules of tile_nonneg<kBiased>, TileArgs::biased_flush k-groups per widening.
-template <bool kNonneg, bool kOne = false, bool kBiased = false>
+// kXs (not kNonneg): rows_sign_pass<kXs>, for weights with -128 (TileArgs::xneg set).
+template <bool kNonneg, bool kOne = false, bool kBiased = false, bool kXs = false>
 void tile_rows_exact(const TileArgs& t) {
   if constexpr (kNonneg && !kOne) {
     if ((kBiased ? t.biased_flush : t.nonneg_flush) == 1) {
@@ -418,7 +440,8 @@ void tile_rows_exact(const TileArgs& t) {
         switch (t.mr - r0) {
 #define OQ_PASS(R, W)                                                                     \
   (kOne ? rows_sign_pass<R, W, true, kBiased>(t, r0, c0)                                    \
-        : (kNonneg ? rows_nonneg_pass<R, W, kBiased>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0)))
+        : (kNonneg ? rows_nonneg_pass<R, W, kBiased>(t, r0, c0)                             \
+                   : rows_sign_pass<R, W, false, false, kXs>(t, r0, c0)))
           case 1: OQ_PASS(1, false); break;
           case 2: OQ_PASS(2, false); break;
           case 3: OQ_PASS(3, false); break;
@@ -459,6 +482,10 @@ void tile_any(const TileArgs& t) {
     }
     if (t.no_min) {
       tile_rows_exact<false>(t);
+      return;
+    }
+    if (t.xneg != nullptr) {
+      tile_rows_exact<false, false, false, true>(t);
       return;
     }
   }
@@ -565,6 +592,38 @@ void panel_negsums(const uint8_t* panel, int64_t kgroups, int32_t* out) {
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c0), sum);
   }
+}
+
+void tile_negsums(const uint8_t* tile, int64_t kgroups, int32_t* out) {
+  // The tile is [kgroups][kMR][4]: 4 k-groups are 96 bytes, three vectors whose int32 lanes (4 bytes each) belong to
+  // rows 0-5,0-1 / 2-5,0-3 / 4-5,0-5; max(-x, 0) = 128 - byte below 128 (saturating subtract), 4 bytes per lane
+  // summed by vpmaddubsw (pairs <= 256) and vpmaddwd.
+  static_assert(kMR == 6, "the lane pattern below assumes 6 rows");
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0;
+  int64_t g = 0;
+  for (; g + 4 <= kgroups; g += 4) {
+    const auto* p = reinterpret_cast<const __m256i*>(tile + g * kMR * 4);
+    auto part = [&](const __m256i* q) {
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_subs_epu8(flip, _mm256_loadu_si256(q)), ones8), ones);
+    };
+    s0 = _mm256_add_epi32(s0, part(p));
+    s1 = _mm256_add_epi32(s1, part(p + 1));
+    s2 = _mm256_add_epi32(s2, part(p + 2));
+  }
+  alignas(32) int32_t lanes[24];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8), s1);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 16), s2);
+  for (int r = 0; r < kMR; ++r) out[r] = lanes[r] + lanes[r + 6] + lanes[r + 12] + lanes[r + 18];
+  for (; g < kgroups; ++g)
+    for (int r = 0; r < kMR; ++r)
+      for (int j = 0; j < 4; ++j) {
+        const int v = tile[(g * kMR + r) * 4 + j];
+        out[r] += v < 128 ? 128 - v : 0;
+      }
 }
 
 void tile_rows(const TileArgs& t) { tile_any<false>(t); }

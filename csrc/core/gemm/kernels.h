@@ -33,8 +33,9 @@ struct TileArgs {
   // vpmaddubsw on the sign-flipped activation bytes as they are (x + 128 in [0, 255]) times w cannot saturate (pair sums
   // <= 2 * 255 * 64 = 32640); the number of k-groups whose pair sums can be added in int16 (1: none).
   int32_t biased_flush = 0;
-  // AVX2 cols orientation, signed activations and weights with -128: per pixel of the panel, sum_k max(-x, 0)
-  // (avx2::panel_negsums; kPanel entries), for the kernel that needs no vpsignb; null: not computed.
+  // AVX2, signed activations and weights with -128: sum_k max(-x, 0) per pixel of the panel (cols orientation,
+  // avx2::panel_negsums, kPanel entries) or per row of the activation tile (rows, avx2::tile_negsums, kMR entries),
+  // for the kernels that need no vpsignb; null: not computed.
   const int32_t* xneg = nullptr;
   // exact_shift(*ep, ...) of the call (>= 0: the 8-lane epilogues may requantize in int32; -1: float64).
   int shift = -1;
@@ -57,6 +58,8 @@ namespace avx2 {
 // out[p] = sum over the k-groups of max(-x, 0) for each of the kPanel pixels of a cols panel ([kgroups][kPanel][4]
 // bytes x + 128; zero padding contributes 0): TileArgs::xneg.
 void panel_negsums(const uint8_t* panel, int64_t kgroups, int32_t* out);
+// The same per row of a rows-orientation activation tile ([kgroups][kMR][4] bytes x + 128): out[kMR].
+void tile_negsums(const uint8_t* tile, int64_t kgroups, int32_t* out);
 }  // namespace avx2
 
 // Typed output pointer arithmetic for the epilogue.

@@ -306,7 +306,6 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r0 = blk * kMR;
         args.a = w.data.data() + blk * kg * kMR * 4;
-        args.a16 = w.data16.size() ? w.data16.data() + blk * kg * kMR * 4 : nullptr;
         args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
         args.corr = w.corr.data() + r0;
         args.bias = ep.bias ? ep.bias + r0 : nullptr;

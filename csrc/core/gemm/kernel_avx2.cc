@@ -11,8 +11,7 @@
 //   - otherwise (no such sums given) vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
 //     operands are widened to int16 (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd, whose int32
 //     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
-//     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights
-//     pre-widened).
+//     once at the end (vphaddd). Tile: kMR rows x 8 columns.
 #include "core/simd.h"
 
 #include <cstring>
@@ -29,13 +28,8 @@ namespace {
 #define OQ_DECL(r) __m256i l##r = z, h##r = z;
 #define OQ_ROW(r)                                                                                     \
   if constexpr (MR > r) {                                                                             \
-    __m256i av;                                                                                       \
-    if constexpr (kW16) {                                                                             \
-      av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));                                                 \
-    } else {                                                                                          \
-      const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                      \
-      av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4));            \
-    }                                                                                                 \
+    const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                        \
+    const __m256i av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4));  \
     l##r = _mm256_add_epi32(l##r, _mm256_madd_epi16(b0, av));                                        \
     h##r = _mm256_add_epi32(h##r, _mm256_madd_epi16(b1, av));                                        \
   }
@@ -43,20 +37,14 @@ namespace {
 #define OQ_OUT(r) \
   if constexpr (MR > r) s[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(l##r, h##r), 0xD8);
 
-inline int64_t load_i64(const void* p) {
-  int64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-// kW16 (cols only): the weights come pre-widened (t.a16), one vpbroadcastq per row and k-group.
-template <bool kCols, int MR, bool kW16 = false>
+// The widening tile: the RNN recurrence's rows tiles (rnn_common.cc calls tile_rows without the weight facts) and
+// any call without the facts the faster kernels need (gemm.cc always passes them: the cols orientation never gets here).
+template <bool kCols, int MR>
 void tile(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     OQ_ROWS(OQ_DECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
-    [[maybe_unused]] const int16_t* a16 = t.a16;
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
     for (int64_t g = 0; g < t.kgroups; ++g) {
       // 8 lanes x 4 k-bytes: lanes 0-3 and 4-7 widened to 16 int16 each.
@@ -66,7 +54,6 @@ void tile(const TileArgs& t) {
       const __m256i b1 = kCols ? _mm256_cvtepu8_epi16(braw1) : _mm256_cvtepi8_epi16(braw1);
       OQ_ROWS(OQ_ROW)
       a += kMR * 4;
-      if constexpr (kW16) a16 += kMR * 4;
       b += kPanel * 4;
     }
     __m256i s[MR];
@@ -75,55 +62,6 @@ void tile(const TileArgs& t) {
     epilogue8_any<kCols>(t, s, MR, c0, n);
   }
 }
-
-// The same tile in two passes over the reduction, lanes 0-3 then 4-7, with the weights pre-widened (t.a16):
-// 6 accumulators + 2 operands per pass fit the 16 ymm registers, where the one-pass tile (12 accumulators, 2
-// panel vectors, the broadcast) spills accumulators to the stack on every k-group (a store-to-load chain).
-#define OQ_ROW1(acc, bv, r)                                                  \
-  if constexpr (MR > r) {                                                    \
-    const __m256i av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));            \
-    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(bv, av));            \
-  }
-#define OQ_ROWL(r) OQ_ROW1(l, bl, r)
-#define OQ_ROWH(r) OQ_ROW1(h, bh, r)
-
-template <bool kCols, int MR>
-void tile_split(const TileArgs& t) {
-  const __m256i z = _mm256_setzero_si256();
-  for (int c0 = 0; c0 < t.nr; c0 += 8) {
-    OQ_ROWS(OQ_DECL)
-    {
-      const int16_t* a16 = t.a16;
-      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
-      for (int64_t g = 0; g < t.kgroups; ++g) {
-        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-        const __m256i bl = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
-        OQ_ROWS(OQ_ROWL)
-        a16 += kMR * 4;
-        b += kPanel * 4;
-      }
-    }
-    if (t.nr - c0 > 4) {
-      const int16_t* a16 = t.a16;
-      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4 + 16;
-      for (int64_t g = 0; g < t.kgroups; ++g) {
-        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-        const __m256i bh = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
-        OQ_ROWS(OQ_ROWH)
-        a16 += kMR * 4;
-        b += kPanel * 4;
-      }
-    }
-    __m256i s[MR];
-    OQ_ROWS(OQ_OUT)
-    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
-    epilogue8_any<kCols>(t, s, MR, c0, n);
-  }
-}
-
-#undef OQ_ROW1
-#undef OQ_ROWL
-#undef OQ_ROWH
 
 // Cols orientation when no weight is -128 (PackedWeights::no_min): vpmaddubsw without saturation. With x the
 // activation (the panel byte ^ 0x80) and w the weight, x * w = |x| * (w * sign(x)); |x| <= 128 is a valid u8 and
@@ -548,16 +486,6 @@ void tile_any(const TileArgs& t) {
         case 4: tile_sign<4>(t); return;
         case 5: tile_sign<5>(t); return;
         default: tile_sign<6>(t); return;
-      }
-    }
-    if (t.a16 != nullptr) {
-      switch (t.mr) {
-        case 1: tile<kCols, 1, true>(t); return;
-        case 2: tile<kCols, 2, true>(t); return;
-        case 3: tile<kCols, 3, true>(t); return;
-        case 4: tile_split<kCols, 4>(t); return;
-        case 5: tile_split<kCols, 5>(t); return;
-        default: tile_split<kCols, 6>(t); return;
       }
     }
   }

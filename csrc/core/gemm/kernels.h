@@ -24,7 +24,6 @@ struct TileArgs {
   const int32_t* bias;  // already offset to weight row w0, or null
   void* out;            // already offset to the tile's first element (in elements of ep->kind)
   int64_t ldc;
-  const int16_t* a16 = nullptr;  // cols orientation: the weight block widened to int16 (PackedWeights::data16)
   bool no_min = false;           // no weight of the packed matrix is -128 (PackedWeights::no_min)
   // From Epilogue::x_max (either orientation): > 0 when every activation is in [0, 127]; the number of k-groups whose
   // vpmaddubsw pair sums (each |.| <= 2 * x_max * max|w|) can be added in int16 without overflow (1: none).

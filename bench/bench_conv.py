@@ -156,7 +156,7 @@ def goals(
                 x = np.maximum(x, 0)
             xu = (x.astype(np.int16) + 128).astype(np.uint8)
             # Symmetrically quantized weights, [-127, 127], as linger exports them (a -128 weight makes the AVX2
-            # GEMM fall back from its vpmaddubsw kernel to the widening one; see BENCHMARKS.md).
+            # GEMM take w ^ (x < 0) instead of vpsignb, |w| <= 64 no sign step; see BENCHMARKS.md).
             lo, hi = (-wmax, wmax) if wmax else (-127 if w127 else -128, 127)
             wt = rng.integers(lo, hi + 1, (m, c // group, *([k] * rank)), dtype=np.int8)
             bias = rng.integers(-(2**14), 2**14, m).astype(np.int32)

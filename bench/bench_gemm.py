@@ -178,7 +178,7 @@ def main() -> int:
             a = np.maximum(a, 0)
         au = (a.astype(np.int16) + 128).astype(np.uint8)
         # Symmetrically quantized weights ([-127, 127], as linger exports them; --with-min: [-128, 127], which
-        # makes the AVX2 engine fall back from its vpmaddubsw kernel to the widening one).
+        # the AVX2 engine multiplies with w ^ (x < 0) and a per-row correction instead of vpsignb).
         lo, hi = (-args.wmax, args.wmax) if args.wmax else (-128 if args.with_min else -127, 127)
         w = rng.integers(lo, hi + 1, (n, k), dtype=np.int8)
         b_kn = np.ascontiguousarray(w.T)

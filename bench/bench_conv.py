@@ -16,10 +16,12 @@ Conv1dInt k5 256->256 at L=1000, pad 2) against QLinearConv u8 x s8, ortquant an
 batch sizes of `--batch` (default 1,8). `--clock thread` measures the calling thread's CPU time instead of wall
 time: with one intra-op thread onnxruntime runs the node on the calling thread, so this is immune to the time
 slicing of a loaded machine (not to cache sharing); use it for 1-thread figures only. Weights are in [-127, 127]
-(symmetric quantization; `--with-min` draws them from [-128, 127]). `--planes` adds a third side: ortquant with
-ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation. Activations are uniform over
-[-128, 127]; `--act relu` draws them as a ReLU leaves them (max(0, uniform): half zeros, the rest in [1, 127]), the
-input of most convolutions of a CNN, which the AVX2 engine detects per call and multiplies without the sign step.
+(symmetric quantization; `--with-min` draws them from [-128, 127]; `--wmax 64` from [-64, 64], e.g. 7-bit weights,
+which the AVX2 engine multiplies with any activations without the sign step). `--planes` adds a third side:
+ortquant with ORTQUANT_CONV_ALGO=planes (the algorithms before issue 11) in the same alternation. Activations are
+uniform over [-128, 127]; `--act relu` draws them as a ReLU leaves them (max(0, uniform): half zeros, the rest in
+[1, 127]), the input of most convolutions of a CNN, which the AVX2 engine detects per call and multiplies without the
+sign step.
 
     PYTHONPATH=python .venv/bin/python bench/bench_conv.py --goals [--batch 1,8] [--clock thread] [--samples N]
 """
@@ -122,6 +124,7 @@ def goals(
     only: str,
     w127: bool,
     relu: bool = False,
+    wmax: int = 0,
 ) -> int:
     """The issue-11 goal layers: ortquant vs QLinearConv u8 x s8, time ratio ours / peer."""
     import time
@@ -130,7 +133,8 @@ def goals(
     print(
         f"ortquant {ortquant.__version__} (kernel {ortquant._C.gemm_kernel()}); load average "
         f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}; clock {clock}; activations "
-        f"{'post-ReLU' if relu else 'signed'}; median of {samples} alternating samples; "
+        f"{'post-ReLU' if relu else 'signed'}; weights in [{-wmax if wmax else -127 if w127 else -128}, "
+        f"{wmax if wmax else 127}]; median of {samples} alternating samples; "
         "time ratio = ortquant / QLinearConv u8s8 (lower is better)"
     )
     header = f"{'layer':<22} {'N':>2} {'thr':>3} {'ortquant ms':>11} {'QLC u8s8 ms':>11} {'ratio':>6}"
@@ -152,8 +156,9 @@ def goals(
                 x = np.maximum(x, 0)
             xu = (x.astype(np.int16) + 128).astype(np.uint8)
             # Symmetrically quantized weights, [-127, 127], as linger exports them (a -128 weight makes the AVX2
-            # GEMM fall back from its vpmaddubsw kernel to the widening one; see BENCHMARKS.md).
-            wt = rng.integers(-127 if w127 else -128, 128, (m, c // group, *([k] * rank)), dtype=np.int8)
+            # GEMM take w ^ (x < 0) instead of vpsignb, |w| <= 64 no sign step; see BENCHMARKS.md).
+            lo, hi = (-wmax, wmax) if wmax else (-127 if w127 else -128, 127)
+            wt = rng.integers(lo, hi + 1, (m, c // group, *([k] * rank)), dtype=np.int8)
             bias = rng.integers(-(2**14), 2**14, m).astype(np.int32)
             attrs = conv_attrs(k, stride, pad, group, rank)
             y8 = np.empty((n, m, *osp), np.int8)
@@ -191,13 +196,24 @@ def main() -> int:
     ap.add_argument("--only", default="", help="--goals: only layers whose name contains this")
     ap.add_argument("--with-min", action="store_true", help="--goals: weights in [-128, 127] instead of [-127, 127]")
     ap.add_argument("--act", choices=["signed", "relu"], default="signed", help="--goals: activation distribution")
+    ap.add_argument("--wmax", type=int, default=0, help="--goals: weights in [-WMAX, WMAX] (1-127; 0: see --with-min)")
     args = ap.parse_args()
+    if not 0 <= args.wmax <= 127:
+        ap.error(f"--wmax must be in [0, 127], got {args.wmax}")
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
     if args.goals:
         batches = [int(b) for b in args.batch.split(",")]
         return goals(
-            samples, threads_list, batches, args.clock, args.planes, args.only, not args.with_min, args.act == "relu"
+            samples,
+            threads_list,
+            batches,
+            args.clock,
+            args.planes,
+            args.only,
+            not args.with_min,
+            args.act == "relu",
+            args.wmax,
         )
     print(
         f"ortquant {ortquant.__version__}; load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "

@@ -15,7 +15,8 @@ noise hits every side alike; each figure is the median of the samples. GOPS = 2*
     PYTHONPATH=python .venv/bin/python bench/bench_gemm.py [--samples N] [--threads 1,2] [--quick] [--act relu]
 
 Activations are uniform over [-128, 127]; `--act relu` draws them as a ReLU leaves them (max(0, uniform)), which the
-AVX2 engine detects per call and multiplies without the sign step.
+AVX2 engine detects per call and multiplies without the sign step. `--wmax 64` draws the weights from [-64, 64] (7-bit
+weights), which the AVX2 engine multiplies with any activations without the sign step.
 """
 
 from __future__ import annotations
@@ -151,7 +152,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="two small shapes, few samples (a smoke test)")
     ap.add_argument("--with-min", action="store_true", help="weights in [-128, 127] instead of [-127, 127]")
     ap.add_argument("--act", choices=["signed", "relu"], default="signed", help="activation distribution")
+    ap.add_argument("--wmax", type=int, default=0, help="weights in [-WMAX, WMAX] (1-127; 0: see --with-min)")
     args = ap.parse_args()
+    if not 0 <= args.wmax <= 127:
+        ap.error(f"--wmax must be in [0, 127], got {args.wmax}")
     samples = 3 if args.quick else args.samples
     threads_list = [int(t) for t in args.threads.split(",")]
     shapes = [(64, 512, 512), (1, 1024, 1024)] if args.quick else SHAPES
@@ -161,7 +165,11 @@ def main() -> int:
         f"load average {' '.join(f'{v:.1f}' for v in os.getloadavg())}; "
         f"VNNI peak per core {'n/a' if peak is None else f'{peak:.0f} GOPS'}"
     )
-    print(f"median of {samples} samples, GOPS = 2*M*N*K / time; ratio = ortquant LinearInt(o_bits=8) GOPS / ORT GOPS")
+    print(
+        f"activations {args.act}; weights in [{-args.wmax if args.wmax else -128 if args.with_min else -127}, "
+        f"{args.wmax if args.wmax else 127}]; median of {samples} samples, GOPS = 2*M*N*K / time; "
+        "ratio = ortquant LinearInt(o_bits=8) GOPS / ORT GOPS"
+    )
     rng = np.random.default_rng(0)
     for m, k, n in shapes:
         ops = 2.0 * m * n * k
@@ -170,8 +178,9 @@ def main() -> int:
             a = np.maximum(a, 0)
         au = (a.astype(np.int16) + 128).astype(np.uint8)
         # Symmetrically quantized weights ([-127, 127], as linger exports them; --with-min: [-128, 127], which
-        # makes the AVX2 engine fall back from its vpmaddubsw kernel to the widening one).
-        w = rng.integers(-128 if args.with_min else -127, 128, (n, k), dtype=np.int8)
+        # the AVX2 engine multiplies with w ^ (x < 0) and a per-row correction instead of vpsignb).
+        lo, hi = (-args.wmax, args.wmax) if args.wmax else (-128 if args.with_min else -127, 127)
+        w = rng.integers(lo, hi + 1, (n, k), dtype=np.int8)
         b_kn = np.ascontiguousarray(w.T)
         bias = rng.integers(-(2**16), 2**16, n).astype(np.int32)
         packed = _C.PackedGemmRows(w)

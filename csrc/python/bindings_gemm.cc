@@ -212,6 +212,17 @@ void register_gemm(py::module_& m) {
       py::arg("x"),
       "The activation bound the data proves (gemm::proven_x_max): -1 when some value is negative, else 2^b - 1 for "
       "the bit length b of the OR of all values.");
+  m.def(
+      "gemm_biased_flush",
+      [](const I8& w) {
+        if (w.ndim() != 2) throw Error("need a 2-D int8 array");
+        const gemm::PackedWeights pw =
+            gemm::pack_weights(w.data(), w.shape(0), w.shape(1), w.shape(1), gemm::PackedWeights::Layout::kPanels);
+        return gemm::biased_flush(pw);
+      },
+      py::arg("w"),
+      "For weights W[N, K] (gemm::biased_flush): 0 when some |w| > 64, else how many k-groups of the AVX2 kernels' "
+      "int16 pair sums of (x + 128) * w can be added before widening.");
   py::class_<PackedRows>(m, "PackedGemmRows", "int8 weights W[N, K] packed once for gemm_rows.")
       .def(py::init<const I8&>(), py::arg("w"))
       .def("run", &PackedRows::run, py::arg("a"), py::arg("bias") = py::none(), py::arg("kind") = "int8",

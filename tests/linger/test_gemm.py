@@ -285,3 +285,145 @@ def test_power_of_two_ratios(kernel, m, n, k, rng):
             assert_bitexact(packed.run(a, bias, kernel=kernel, **e), _expected(acc, kind, 2.0**-shift))
             got = _C.gemm_cols(w, np.ascontiguousarray(a.T), bias, kernel=kernel, **e)
             assert_bitexact(got, _expected(acc, kind, 2.0**-shift).T)
+
+
+def test_biased_flush():
+    # Weights with every |w| <= 64 let the AVX2 kernels multiply the packed bytes x + 128 directly (pair sums
+    # <= 2 * 255 * |w|max < 2^15); the int16 sums then run for 32767 // (2 * 255 * |w|max) k-groups.
+    def flush(wmax: int) -> int:
+        w = np.zeros((3, 9), np.int8)
+        w[1, 4] = wmax
+        return _C.gemm_biased_flush(w)
+
+    assert flush(0) == 1 << 20
+    assert flush(1) == 64
+    assert flush(8) == 8
+    assert flush(9) == 7
+    assert flush(32) == 2
+    assert flush(33) == 1
+    assert flush(64) == 1
+    assert flush(-64) == 1
+    assert flush(65) == 0
+    assert flush(-65) == 0
+    assert flush(-128) == 0
+    assert flush(127) == 0
+
+
+# Weight bounds around the biased kernels' limits: 1 (64 k-groups per widening), 8 (8), 32 / 33 (2 / 1), 64 (the
+# last bound without the sign step) and 65 (the sign kernel again).
+NARROW_BOUNDS = [1, 7, 8, 9, 32, 33, 64, 65]
+NARROW_SHAPES = [(13, 67, 131), (6, 8, 1001), (19, 9, 2), (1, 130, 1027), (64, 100, 36), (7, 13, 17), (2, 3, 5)]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound", NARROW_BOUNDS)
+@pytest.mark.parametrize("m,n,k", NARROW_SHAPES)
+def test_narrow_weights_signed_activations(kernel, bound, m, n, k, rng):
+    # Signed activations (with -128 and 127) times weights in [-bound, bound] (both ends present), both orientations,
+    # every output kind, against numpy's int64 sums.
+    a = int8_data(rng, (m, k), extreme=0.3)
+    w = rng.integers(-bound, bound + 1, (n, k), dtype=np.int8)
+    mask = rng.random((n, k)) < 0.3
+    w[mask] = rng.choice(np.array([-bound, bound], np.int8), size=int(mask.sum()))
+    w.reshape(-1)[:2] = [-bound, bound][: w.size]
+    assert (_C.gemm_biased_flush(w) > 0) == (bound <= 64)
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    acc = ref.linear_acc(a, w)
+    packed = _C.PackedGemmRows(w)
+    cols = np.ascontiguousarray(a.T)
+    for kind in KINDS:
+        b = None if kind == "raw" else bias
+        want = _expected(acc if b is None else acc + bias, kind, 2.0**-7)
+        assert_bitexact(packed.run(a, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want)
+        assert_bitexact(_C.gemm_cols(w, cols, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want.T)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound", [1, 8, 9, 32, 33, 64])
+def test_narrow_weights_extreme_sums(kernel, bound):
+    # The largest biased pair sums: x = 127 (byte 255) or x = -128 (byte 0) everywhere against w = +-bound everywhere,
+    # at the longest reduction (int16 sums flushed exactly at their limit, the int32 accumulator near its edge).
+    k = 131071
+    x = np.full((k, 4), 127, np.int8)
+    x[:, 1] = -128
+    x[::2, 2] = -128
+    x[1::3, 3] = -128
+    w = np.full((3, k), bound, np.int8)
+    w[1] = -bound
+    w[2, ::2] = -bound
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    assert np.abs(acc).max() == 128 * bound * k
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
+    got = _C.PackedGemmRows(w).run(np.ascontiguousarray(x.T), kind="raw", kernel=kernel)
+    assert_bitexact(got, acc.T.astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_minus_128_weights_extreme_pairs(kernel):
+    # Signed activations against weights with -128 (the AVX2 kernels without vpsignb, |x| * (w ^ s) plus the sums
+    # of max(-x, 0) per pixel or activation row): x = -128 against w = 127 gives the pair sum -32768 of that
+    # product, the int16 minimum; w = -128 against x = -128 and 127 the others at their limits, at the longest
+    # reduction.
+    k = 131071
+    x = np.full((k, 5), -128, np.int8)
+    x[:, 1] = 127
+    x[::2, 2] = 127
+    x[1::3, 3] = 0
+    x[:, 4] = -1
+    w = np.full((7, k), 127, np.int8)
+    w[0, 0] = -128  # every row set holds a -128
+    w[1] = -128
+    w[2, ::2] = -128
+    w[3, 1::2] = 0
+    w[4] = -127
+    w[5, ::3] = -128
+    w[6] = 1
+    acc = np.asarray(w, np.int64) @ np.asarray(x, np.int64)
+    assert np.abs(acc).max() == 128 * 128 * k
+    assert_bitexact(_C.gemm_cols(w, x, kind="raw", kernel=kernel), acc.astype(np.int32))
+    e = _epilogue("int16", 2.0**-16)
+    assert_bitexact(_C.gemm_cols(w, x, kernel=kernel, **e), _expected(acc, "int16", 2.0**-16))
+    # The rows orientation (LinearInt): the same product with one sum of max(-x, 0) per activation row.
+    a = np.ascontiguousarray(x.T)
+    assert_bitexact(_C.PackedGemmRows(w).run(a, kind="raw", kernel=kernel), acc.T.astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(
+    "shape", [(1, 3, 6, 17, 13, 3), (2, 8, 9, 70, 14, 3), (1, 64, 6, 30, 70, 3), (1, 5, 4, 9, 6, 1)]
+)
+def test_conv_minus_128_weights_mixed_panels(kernel, shape, rng):
+    # A convolution whose weights hold -128: panels of non-negative pixels take the post-ReLU kernel, the others the
+    # kernel without vpsignb with their own per-pixel sums (a negative value in one panel only, one at the end).
+    n, c, h, w, m, kk = shape
+    x = rng.integers(0, 128, (n, c, h, w), dtype=np.int8)
+    x[0, 0, h // 2, w // 2] = -128
+    x[-1, -1, -1, -1] = -1
+    wt = int8_data(rng, (m, c, kk, kk), extreme=0.3)
+    wt.reshape(-1)[0] = -128
+    args = dict(strides=[1, 1], pads=[kk // 2] * 4, dilations=[1, 1], group=1, kernel=kernel)
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    want = ref.conv2d_acc(x, wt, None, (1, 1), (kk // 2,) * 4, (1, 1), 1).astype(np.int32)
+    assert_bitexact(got, want)
+    x = int8_data(rng, (n, c, h, w), extreme=0.3)  # signed everywhere
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, (1, 1), (kk // 2,) * 4, (1, 1), 1).astype(np.int32))
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize(
+    "m,n,k", [(1, 1, 1), (5, 65, 3), (7, 13, 17), (13, 67, 131), (6, 8, 33), (19, 9, 2), (4, 130, 16)]
+)
+def test_rows_minus_128_weights_signed(kernel, m, n, k, rng):
+    # LinearInt's orientation with -128 weights and signed activations: partial 6-row tiles, K % 4 != 0 (the last
+    # k-group of the per-row sums), 8- and 16-lane passes; every output kind against numpy.
+    a = int8_data(rng, (m, k), extreme=0.3)
+    w = int8_data(rng, (n, k), extreme=0.3)
+    w.reshape(-1)[-1] = -128
+    bias = rng.integers(-(2**20), 2**20, n).astype(np.int32)
+    acc = ref.linear_acc(a, w)
+    packed = _C.PackedGemmRows(w)
+    for kind in KINDS:
+        b = None if kind == "raw" else bias
+        want = _expected(acc if b is None else acc + bias, kind, 2.0**-7)
+        assert_bitexact(packed.run(a, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want)

@@ -111,6 +111,12 @@ int32_t nonneg_flush(const Epilogue& ep, const PackedWeights& w) {
 }
 }  // namespace
 
+int32_t biased_flush(const PackedWeights& w) {
+  if (w.max_abs > 64) return 0;
+  const int32_t pair = 2 * 255 * std::max<int32_t>(w.max_abs, 0);
+  return pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+}
+
 int exact_shift(const Epilogue& ep, const int32_t* bias, int64_t nbias, int64_t products) {
   if (ep.kind != OutKind::kInt8 && ep.kind != OutKind::kInt16 && ep.kind != OutKind::kInt32) return -1;
   int e = 0;
@@ -165,18 +171,27 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
   const Epilogue ep = with_proven_x_max(ep_in, kernel, a, m, w.k, lda);
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   const int32_t flush = nonneg_flush(ep, w);
+  const int32_t biased = biased_flush(w);
   const int64_t kg = w.kgroups;
   const int64_t mt = (m + kMR - 1) / kMR;
   const int64_t np = w.blocks();
   const int64_t tile_bytes = kg * kMR * 4;
 
-  // Activations: sign-flipped, k-interleaved tiles of kMR rows.
-  uint8_t* const apack = thread_scratch_as<uint8_t>(ScratchSlot::kGemmRowsA, static_cast<size_t>(mt * tile_bytes));
+  // Activations: sign-flipped, k-interleaved tiles of kMR rows; for signed activations against weights with -128 on
+  // AVX2 also each row's sum of max(-x, 0) (TileArgs::xneg), stored after the tiles.
+  const bool negsums = resolve_kernel(kernel) == Kernel::kAvx2 && !w.no_min && biased == 0 && flush == 0;
+  const int64_t apack_bytes = mt * tile_bytes;
+  uint8_t* const apack = thread_scratch_as<uint8_t>(
+      ScratchSlot::kGemmRowsA, static_cast<size_t>(apack_bytes + (negsums ? mt * kMR * 4 + 4 : 0)));
+  int32_t* const xneg = negsums ? reinterpret_cast<int32_t*>(apack + ((apack_bytes + 3) & ~int64_t{3})) : nullptr;
   {
     const int64_t chunks = std::clamp<int64_t>(m * w.k / (int64_t{1} << 18), 1, std::min<int64_t>(mt, kMaxTasks));
     par(static_cast<size_t>(chunks), [&](size_t c) {
       const int64_t t0 = mt * static_cast<int64_t>(c) / chunks, t1 = mt * static_cast<int64_t>(c + 1) / chunks;
-      for (int64_t t = t0; t < t1; ++t) pack_rows_tile(a, m, lda, w.k, t * kMR, apack + t * tile_bytes);
+      for (int64_t t = t0; t < t1; ++t) {
+        pack_rows_tile(a, m, lda, w.k, t * kMR, apack + t * tile_bytes);
+        if (negsums) avx2::tile_negsums(apack + t * tile_bytes, kg, xneg + t * kMR);
+      }
     });
   }
 
@@ -194,6 +209,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
     args.ldc = ldc;
     args.no_min = w.no_min;
     args.nonneg_flush = flush;
+    args.biased_flush = biased;
     args.shift = shift;
     // Blocks of activation tiles small enough to stay in L2 while every weight panel streams past them.
     for (int64_t tb = t0; tb < t1; tb += block_tiles) {
@@ -207,6 +223,7 @@ void gemm_rows(const int8_t* a, int64_t m, int64_t lda, const PackedWeights& w, 
         for (int64_t t = tb; t < te; ++t) {
           const int64_t r0 = t * kMR;
           args.a = apack + t * tile_bytes;
+          args.xneg = negsums ? xneg + t * kMR : nullptr;
           args.mr = static_cast<int>(std::min<int64_t>(kMR, m - r0));
           args.out = static_cast<char*>(out) + (r0 * ldc + j0) * static_cast<int64_t>(es);
           fn(args);
@@ -245,11 +262,14 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
   const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
   const int32_t flush = nonneg_flush(ep, w);
+  const int32_t biased = biased_flush(w);
   // Per-panel promises only where with_proven_x_max would have made one for the whole call.
   const bool per_panel = proving != nullptr && ep.x_max < 0 && resolve_kernel(kernel) == Kernel::kAvx2;
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   uint8_t* const scratch =  // one panel per task
       thread_scratch_as<uint8_t>(ScratchSlot::kGemmPanels, static_cast<size_t>(tw * tp * panel_bytes));
+  // Signed activations against weights with -128 and wider than 64 on AVX2: the per-pixel sums of TileArgs::xneg.
+  const bool negsums = resolve_kernel(kernel) == Kernel::kAvx2 && !w.no_min && biased == 0;
   par(static_cast<size_t>(tw * tp), [&](size_t task) {
     const int64_t iw = static_cast<int64_t>(task) / tp, ip = static_cast<int64_t>(task) % tp;
     const int64_t q0 = pp * ip / tp, q1 = pp * (ip + 1) / tp;
@@ -261,7 +281,9 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
     args.ldc = ldc;
     args.no_min = w.no_min;
     args.nonneg_flush = flush;
+    args.biased_flush = biased;
     args.shift = shift;
+    alignas(32) int32_t xneg[kPanel];
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel;
       if (proving == nullptr) {
@@ -276,10 +298,14 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
         }
       }
       args.nr = static_cast<int>(std::min<int64_t>(kPanel, p - c0));
+      args.xneg = nullptr;
+      if (negsums && args.nonneg_flush == 0) {
+        avx2::panel_negsums(static_cast<const uint8_t*>(args.b), kg, xneg);
+        args.xneg = xneg;
+      }
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r0 = blk * kMR;
         args.a = w.data.data() + blk * kg * kMR * 4;
-        args.a16 = w.data16.size() ? w.data16.data() + blk * kg * kMR * 4 : nullptr;
         args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
         args.corr = w.corr.data() + r0;
         args.bias = ep.bias ? ep.bias + r0 : nullptr;

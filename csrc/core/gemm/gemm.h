@@ -51,6 +51,12 @@ int32_t proven_x_max(const int8_t* x, int64_t rows, int64_t cols, int64_t ld);
 // otherwise `ep` as it is. The result is the same either way (the kernels are exact); only the speed differs.
 Epilogue with_proven_x_max(const Epilogue& ep, Kernel kernel, const int8_t* x, int64_t rows, int64_t cols, int64_t ld);
 
+// Weights with every |w| <= 64 (PackedWeights::max_abs) let the AVX2 kernels multiply any activations without the
+// sign step: vpmaddubsw on the packed bytes x + 128 in [0, 255] times w cannot saturate (pair sums <= 2 * 255 * 64 =
+// 32640 < 2^15). Returns how many k-groups of those pair sums can be added in int16 before widening (>= 1), or 0 for
+// wider weights (the sign or widening kernels then).
+int32_t biased_flush(const PackedWeights& w);
+
 // out[m][j] (row stride ldc elements of the output kind) = epi(sum_k a[m][k] * W[j][k]), a with row stride lda.
 // W must use the kPanels layout. Activations that are all non-negative take the AVX2 kernels' cheaper product
 // (with_proven_x_max).

@@ -1,13 +1,17 @@
-// AVX2 micro-kernels without VNNI, three families:
+// AVX2 micro-kernels without VNNI, five families:
 //   - activations known to be in [0, 127] (Epilogue::x_max, integer mode): vpmaddubsw on x and w as they are,
 //     int16 sums over as many k-groups as cannot overflow (tile_nonneg below);
+//   - weights with |w| <= 64 (PackedWeights::max_abs: 7-bit and narrower quantizers), any activations: vpmaddubsw on
+//     the packed bytes x + 128 in [0, 255] as they are, exact because the pair sums stay within int16 (the
+//     128 * rowsum(w) correction comes off in the epilogue, as for every path); tile_nonneg<kBiased>;
 //   - weights without -128 (PackedWeights::no_min, the usual symmetric quantization): vpmaddubsw on |x| and
 //     w * sign(x) (tile_sign, tile_rows_sign below), exact because the pair sums stay within int16;
-//   - otherwise vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
+//   - weights with -128: vpmaddubsw on |x| and w ^ (x < 0 ? -1 : 0) plus a sum of max(-x, 0) per pixel (tile_xsign
+//     below) or activation row (rows_sign_pass<kXs>);
+//   - otherwise (no such sums given) vpmaddubsw on x ^ 0x80 would saturate its int16 pair sums (255 * -128 * 2 < -32768), so both
 //     operands are widened to int16 (u8 zero-extended, s8 sign-extended) and multiplied with vpmaddwd, whose int32
 //     pair sums are exact. A lane then holds the sum of k-bytes 0-1 or 2-3 of one column; the two halves are added
-//     once at the end (vphaddd). Tile: kMR rows x 8 columns (cols orientation: two 4-lane passes, weights
-//     pre-widened).
+//     once at the end (vphaddd). Tile: kMR rows x 8 columns.
 #include "core/simd.h"
 
 #include <cstring>
@@ -24,13 +28,8 @@ namespace {
 #define OQ_DECL(r) __m256i l##r = z, h##r = z;
 #define OQ_ROW(r)                                                                                     \
   if constexpr (MR > r) {                                                                             \
-    __m256i av;                                                                                       \
-    if constexpr (kW16) {                                                                             \
-      av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));                                                 \
-    } else {                                                                                          \
-      const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                      \
-      av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4));            \
-    }                                                                                                 \
+    const __m128i a4 = _mm_cvtsi32_si128(load_i32(a + 4 * r));                                        \
+    const __m256i av = _mm256_broadcastq_epi64(kCols ? _mm_cvtepi8_epi16(a4) : _mm_cvtepu8_epi16(a4));  \
     l##r = _mm256_add_epi32(l##r, _mm256_madd_epi16(b0, av));                                        \
     h##r = _mm256_add_epi32(h##r, _mm256_madd_epi16(b1, av));                                        \
   }
@@ -38,20 +37,14 @@ namespace {
 #define OQ_OUT(r) \
   if constexpr (MR > r) s[r] = _mm256_permute4x64_epi64(_mm256_hadd_epi32(l##r, h##r), 0xD8);
 
-inline int64_t load_i64(const void* p) {
-  int64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-
-// kW16 (cols only): the weights come pre-widened (t.a16), one vpbroadcastq per row and k-group.
-template <bool kCols, int MR, bool kW16 = false>
+// The widening tile: the RNN recurrence's rows tiles (rnn_common.cc calls tile_rows without the weight facts) and
+// any call without the facts the faster kernels need (gemm.cc always passes them: the cols orientation never gets here).
+template <bool kCols, int MR>
 void tile(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     OQ_ROWS(OQ_DECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
-    [[maybe_unused]] const int16_t* a16 = t.a16;
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
     for (int64_t g = 0; g < t.kgroups; ++g) {
       // 8 lanes x 4 k-bytes: lanes 0-3 and 4-7 widened to 16 int16 each.
@@ -61,7 +54,6 @@ void tile(const TileArgs& t) {
       const __m256i b1 = kCols ? _mm256_cvtepu8_epi16(braw1) : _mm256_cvtepi8_epi16(braw1);
       OQ_ROWS(OQ_ROW)
       a += kMR * 4;
-      if constexpr (kW16) a16 += kMR * 4;
       b += kPanel * 4;
     }
     __m256i s[MR];
@@ -70,55 +62,6 @@ void tile(const TileArgs& t) {
     epilogue8_any<kCols>(t, s, MR, c0, n);
   }
 }
-
-// The same tile in two passes over the reduction, lanes 0-3 then 4-7, with the weights pre-widened (t.a16):
-// 6 accumulators + 2 operands per pass fit the 16 ymm registers, where the one-pass tile (12 accumulators, 2
-// panel vectors, the broadcast) spills accumulators to the stack on every k-group (a store-to-load chain).
-#define OQ_ROW1(acc, bv, r)                                                  \
-  if constexpr (MR > r) {                                                    \
-    const __m256i av = _mm256_set1_epi64x(load_i64(a16 + 4 * r));            \
-    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(bv, av));            \
-  }
-#define OQ_ROWL(r) OQ_ROW1(l, bl, r)
-#define OQ_ROWH(r) OQ_ROW1(h, bh, r)
-
-template <bool kCols, int MR>
-void tile_split(const TileArgs& t) {
-  const __m256i z = _mm256_setzero_si256();
-  for (int c0 = 0; c0 < t.nr; c0 += 8) {
-    OQ_ROWS(OQ_DECL)
-    {
-      const int16_t* a16 = t.a16;
-      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
-      for (int64_t g = 0; g < t.kgroups; ++g) {
-        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-        const __m256i bl = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
-        OQ_ROWS(OQ_ROWL)
-        a16 += kMR * 4;
-        b += kPanel * 4;
-      }
-    }
-    if (t.nr - c0 > 4) {
-      const int16_t* a16 = t.a16;
-      const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4 + 16;
-      for (int64_t g = 0; g < t.kgroups; ++g) {
-        const __m128i braw = _mm_load_si128(reinterpret_cast<const __m128i*>(b));
-        const __m256i bh = kCols ? _mm256_cvtepu8_epi16(braw) : _mm256_cvtepi8_epi16(braw);
-        OQ_ROWS(OQ_ROWH)
-        a16 += kMR * 4;
-        b += kPanel * 4;
-      }
-    }
-    __m256i s[MR];
-    OQ_ROWS(OQ_OUT)
-    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
-    epilogue8_any<kCols>(t, s, MR, c0, n);
-  }
-}
-
-#undef OQ_ROW1
-#undef OQ_ROWL
-#undef OQ_ROWH
 
 // Cols orientation when no weight is -128 (PackedWeights::no_min): vpmaddubsw without saturation. With x the
 // activation (the panel byte ^ 0x80) and w the weight, x * w = |x| * (w * sign(x)); |x| <= 128 is a valid u8 and
@@ -164,6 +107,51 @@ void tile_sign(const TileArgs& t) {
 #undef OQ_SDECL
 #undef OQ_SOUT
 
+// Cols orientation with -128 weights (the sign kernel's w * sign(x) would wrap at w = -128, x < 0): with s = -1 where
+// x < 0 and 0 elsewhere, x * w = |x| * (w ^ s) + |x| * [x < 0], since w ^ s = -w - 1 where x < 0. |x| <= 128 and
+// w ^ s in [-128, 127] with |x| <= 127 where s = 0, so a vpmaddubsw pair sum lies in [-32768, 32512]: exact for every
+// weight. The second term does not depend on the weight row: TileArgs::xneg holds its sum over k per pixel of the
+// panel (panel_negsums), added to every row's accumulator once. vpxor instead of vpsignb per product.
+#define OQ_XROW(r)                                                                          \
+  if constexpr (MR > r) {                                                                   \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                              \
+    const __m256i p = _mm256_maddubs_epi16(xa, _mm256_xor_si256(wb, sg));                   \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(p, ones));                          \
+  }
+#define OQ_XDECL(r) \
+  __m256i acc##r = MR > r ? _mm256_add_epi32(_mm256_set1_epi32(t.corr[r < MR ? r : 0]), neg) : z;
+#define OQ_XOUT(r) \
+  if constexpr (MR > r) s[r] = acc##r;
+
+template <int MR>
+void tile_xsign(const TileArgs& t) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    const __m256i neg = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.xneg + c0));  // kPanel entries
+    OQ_ROWS(OQ_XDECL)
+    const auto* a = static_cast<const uint8_t*>(t.a);
+    const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+    for (int64_t g = 0; g < t.kgroups; ++g) {
+      const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+      const __m256i xa = _mm256_abs_epi8(xv);
+      const __m256i sg = _mm256_cmpgt_epi8(z, xv);
+      OQ_ROWS(OQ_XROW)
+      a += kMR * 4;
+      b += kPanel * 4;
+    }
+    __m256i s[MR];
+    OQ_ROWS(OQ_XOUT)
+    const int n = t.nr - c0 < 8 ? t.nr - c0 : 8;
+    epilogue8_any<true>(t, s, MR, c0, n);
+  }
+}
+
+#undef OQ_XROW
+#undef OQ_XDECL
+#undef OQ_XOUT
+
 // Cols orientation with non-negative activations (TileArgs::nonneg_flush > 0, from Epilogue::x_max): x = panel
 // byte ^ 0x80 is in [0, 127], a valid u8 operand of vpmaddubsw as it is, so the product needs no sign step, and a
 // pair sum is at most 2 * 127 * 128 = 32512 in magnitude (exact even with -128 weights). The pair sums are added in
@@ -172,7 +160,7 @@ void tile_sign(const TileArgs& t) {
 // needs 4. Integer mode's 2- to 7-bit unsigned activations take this path.
 // Tile: 8 pixels x MR <= 6 weight rows, 6 int16 and 6 int32 accumulators in registers (a 16-pixel tile needs 12
 // int16 accumulators, and GCC then spills them on every k-group: measured 20 % slower).
-#define OQ_NDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
+#define OQ_NDECL(r) __m256i acc##r = MR > r && !kBiased ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
 #define OQ_NROW(r)                                                                  \
   if constexpr (MR > r) {                                                           \
     const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                      \
@@ -194,19 +182,26 @@ void tile_sign(const TileArgs& t) {
     acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wb), ones));               \
   }
 
-template <int MR, bool kOne>
+// kBiased (TileArgs::biased_flush > 0, any activations, |w| <= 64): the same schedules on the panel bytes x + 128 as
+// they are (no xor), the accumulators starting at 0 instead of the correction: their sum is sum (x + 128) w =
+// sum x w + 128 rowsum(w), from which the shared epilogue subtracts the correction.
+template <int MR, bool kOne, bool kBiased = false>
 void tile_nonneg(const TileArgs& t) {
   const __m256i z = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const int64_t flush = t.nonneg_flush;
+  const __m256i flip = kBiased ? z : _mm256_set1_epi8(static_cast<char>(0x80));
+  const int64_t flush = kBiased ? t.biased_flush : t.nonneg_flush;
+  auto load_x = [&](const uint8_t* p) {
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+    return kBiased ? v : _mm256_xor_si256(v, flip);
+  };
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     OQ_ROWS(OQ_NDECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
     if constexpr (kOne) {
       for (int64_t g = 0; g < t.kgroups; ++g) {
-        const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+        const __m256i xv = load_x(b);
         OQ_ROWS(OQ_N1ROW)
         a += kMR * 4;
         b += kPanel * 4;
@@ -215,7 +210,7 @@ void tile_nonneg(const TileArgs& t) {
       for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
         const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
         for (int64_t g = g0; g < g1; ++g) {
-          const __m256i xv = _mm256_xor_si256(_mm256_load_si256(reinterpret_cast<const __m256i*>(b)), flip);
+          const __m256i xv = load_x(b);
           OQ_ROWS(OQ_NROW)
           a += kMR * 4;
           b += kPanel * 4;
@@ -243,36 +238,63 @@ void tile_nonneg(const TileArgs& t) {
 // computes 8 idle lanes nor runs the epilogue for 3 rows at a time. Accumulators start at the lanes' corrections.
 // kOne: activations in [0, 127] with nonneg_flush == 1 (8-bit weights): the product is vpmaddubsw(x, w) as it is,
 // widened at once, in the same schedule.
-template <int R, bool kWide, bool kOne = false>
+// kBiased (with kOne; TileArgs::biased_flush == 1): the activation bytes x + 128 as they are, accumulators from 0
+// (tile_nonneg's kBiased).
+// kXs (weights with -128, TileArgs::xneg set): tile_xsign's product, |x| * (w ^ s) with s = (x < 0 ? -1 : 0), each
+// row's accumulators starting at its sum of max(-x, 0) on top of the correction.
+template <int R, bool kWide, bool kOne = false, bool kBiased = false, bool kXs = false>
 void rows_sign_pass(const TileArgs& t, int r0, int c0) {
   static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
+  static_assert(kOne || !kBiased, "the biased product is the kOne schedule");
+  static_assert(!(kOne && kXs), "kXs is a signed product");
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
-  const __m256i ch = kWide ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(kBiased ? 0 : 0x80));
+  const __m256i cl = kBiased ? _mm256_setzero_si256()
+                             : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded
+  const __m256i ch = kWide && !kBiased ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
   __m256i l0 = cl, l1 = cl, l2 = cl, l3 = cl, l4 = cl, l5 = cl;
   __m256i h0 = ch, h1 = ch, h2 = ch;
+  [[maybe_unused]] __m256i h3 = ch, h4 = ch, h5 = ch;  // named for OQ_RX only (kWide has 3 rows)
+  if constexpr (kXs) {
+#define OQ_RX(i)                                                       \
+  if constexpr (R > i) {                                               \
+    const __m256i n = _mm256_set1_epi32(t.xneg[r0 + i]);               \
+    l##i = _mm256_add_epi32(l##i, n);                                  \
+    if constexpr (kWide && i < 3) h##i = _mm256_add_epi32(h##i, n);    \
+  }
+    OQ_RX(0) OQ_RX(1) OQ_RX(2) OQ_RX(3) OQ_RX(4) OQ_RX(5)
+#undef OQ_RX
+  }
+  [[maybe_unused]] const __m256i zero = _mm256_setzero_si256();
   const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
   const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
   for (int64_t g = 0; g < t.kgroups; ++g) {
     const __m256i bl = _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
     const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
+    // The signed operand: w itself (kOne), w * sign(x), or w ^ (x < 0 ? -1 : 0) (kXs).
+    auto signed_w = [&](__m256i w, __m256i x, __m256i sg) {
+      return kOne ? w : (kXs ? _mm256_xor_si256(w, sg) : _mm256_sign_epi8(w, x));
+    };
 #define OQ_RS(i)                                                                               \
   if constexpr (R > i) {                                                                       \
-    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                                 \
+    const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                               \
     const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
-    const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
+    const __m256i sg = kXs ? _mm256_cmpgt_epi8(zero, x) : x;                                   \
+    const __m256i wl = signed_w(bl, x, sg);                                                    \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
     if constexpr (kWide) {                                                                     \
-      const __m256i wh = kOne ? bh : _mm256_sign_epi8(bh, x);                                  \
+      const __m256i wh = signed_w(bh, x, sg);                                                  \
       h##i = _mm256_add_epi32(h##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wh), ones));    \
     }                                                                                          \
   }
 #define OQ_RS_NARROW(i)                                                                        \
   if constexpr (!kWide && R > i) {                                                             \
-    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);          \
+    const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                                 \
+    const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                               \
     const __m256i xa = kOne ? x : _mm256_abs_epi8(x);                                          \
-    const __m256i wl = kOne ? bl : _mm256_sign_epi8(bl, x);                                    \
+    const __m256i sg = kXs ? _mm256_cmpgt_epi8(zero, x) : x;                                   \
+    const __m256i wl = signed_w(bl, x, sg);                                                    \
     l##i = _mm256_add_epi32(l##i, _mm256_madd_epi16(_mm256_maddubs_epi16(xa, wl), ones));      \
   }
     OQ_RS(0) OQ_RS(1) OQ_RS(2) OQ_RS_NARROW(3) OQ_RS_NARROW(4) OQ_RS_NARROW(5)
@@ -292,13 +314,14 @@ void rows_sign_pass(const TileArgs& t, int r0, int c0) {
 // Rows orientation with activations in [0, 127] (TileArgs::nonneg_flush > 0): vpmaddubsw(x, w) as it is, int16 sums
 // for nonneg_flush k-groups, then one widening into the int32 sums, which live in memory (touched once per
 // widening). Lanes and rows per pass as in rows_sign_pass.
-template <int R, bool kWide>
+// kBiased: TileArgs::biased_flush k-groups per widening, on the activation bytes x + 128 as they are, from 0.
+template <int R, bool kWide, bool kBiased = false>
 void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
   static_assert(R >= 1 && R <= (kWide ? 3 : 6), "accumulators must fit the 16 ymm registers");
   const __m256i z = _mm256_setzero_si256();
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i cl = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded to the panel
-  const __m256i ch = kWide ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(kBiased ? 0 : 0x80));
+  const __m256i cl = kBiased ? z : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0));  // padded
+  const __m256i ch = kWide && !kBiased ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.corr + c0 + 8)) : cl;
   __m256i accl[6], acch[3];
   for (int i = 0; i < R; ++i) accl[i] = cl;
   for (int i = 0; i < (kWide ? R : 0); ++i) acch[i] = ch;
@@ -306,7 +329,7 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
   [[maybe_unused]] __m256i h3 = z, h4 = z, h5 = z;  // named for the macro only (kWide has 3 rows)
   const auto* a = static_cast<const uint8_t*>(t.a) + 4 * r0;
   const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
-  const int64_t flush = t.nonneg_flush;
+  const int64_t flush = kBiased ? t.biased_flush : t.nonneg_flush;
   for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
     const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
     for (int64_t g = g0; g < g1; ++g) {
@@ -314,7 +337,8 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
       const __m256i bh = kWide ? _mm256_load_si256(reinterpret_cast<const __m256i*>(b + 32)) : bl;
 #define OQ_RN(i)                                                                          \
   if constexpr (R > i) {                                                                  \
-    const __m256i x = _mm256_xor_si256(_mm256_set1_epi32(load_i32(a + 4 * i)), flip);    \
+    const __m256i xb = _mm256_set1_epi32(load_i32(a + 4 * i));                            \
+    const __m256i x = kBiased ? xb : _mm256_xor_si256(xb, flip);                          \
     l##i = _mm256_add_epi16(l##i, _mm256_maddubs_epi16(x, bl));                           \
     if constexpr (kWide && i < 3) h##i = _mm256_add_epi16(h##i, _mm256_maddubs_epi16(x, bh)); \
   }
@@ -338,11 +362,13 @@ void rows_nonneg_pass(const TileArgs& t, int r0, int c0) {
 
 // tile_rows_sign's schedule with rows_nonneg_pass (kNonneg; rows_sign_pass<kOne> when nonneg_flush == 1) or
 // rows_sign_pass.
-template <bool kNonneg, bool kOne = false>
+// kBiased (with kNonneg): the schedules of tile_nonneg<kBiased>, TileArgs::biased_flush k-groups per widening.
+// kXs (not kNonneg): rows_sign_pass<kXs>, for weights with -128 (TileArgs::xneg set).
+template <bool kNonneg, bool kOne = false, bool kBiased = false, bool kXs = false>
 void tile_rows_exact(const TileArgs& t) {
   if constexpr (kNonneg && !kOne) {
-    if (t.nonneg_flush == 1) {
-      tile_rows_exact<true, true>(t);
+    if ((kBiased ? t.biased_flush : t.nonneg_flush) == 1) {
+      tile_rows_exact<true, true, kBiased>(t);
       return;
     }
   }
@@ -351,8 +377,9 @@ void tile_rows_exact(const TileArgs& t) {
       for (int r0 = 0; r0 < t.mr; r0 += 6) {
         switch (t.mr - r0) {
 #define OQ_PASS(R, W)                                                                     \
-  (kOne ? rows_sign_pass<R, W, true>(t, r0, c0)                                             \
-        : (kNonneg ? rows_nonneg_pass<R, W>(t, r0, c0) : rows_sign_pass<R, W>(t, r0, c0)))
+  (kOne ? rows_sign_pass<R, W, true, kBiased>(t, r0, c0)                                    \
+        : (kNonneg ? rows_nonneg_pass<R, W, kBiased>(t, r0, c0)                             \
+                   : rows_sign_pass<R, W, false, false, kXs>(t, r0, c0)))
           case 1: OQ_PASS(1, false); break;
           case 2: OQ_PASS(2, false); break;
           case 3: OQ_PASS(3, false); break;
@@ -387,8 +414,16 @@ void tile_any(const TileArgs& t) {
       tile_rows_exact<true>(t);
       return;
     }
+    if (t.biased_flush > 0) {
+      tile_rows_exact<true, false, true>(t);
+      return;
+    }
     if (t.no_min) {
       tile_rows_exact<false>(t);
+      return;
+    }
+    if (t.xneg != nullptr) {
+      tile_rows_exact<false, false, false, true>(t);
       return;
     }
   }
@@ -413,6 +448,36 @@ void tile_any(const TileArgs& t) {
         default: tile_nonneg<6, false>(t); return;
       }
     }
+    if (t.biased_flush > 0) {
+      if (t.biased_flush == 1) {
+        switch (t.mr) {
+          case 1: tile_nonneg<1, true, true>(t); return;
+          case 2: tile_nonneg<2, true, true>(t); return;
+          case 3: tile_nonneg<3, true, true>(t); return;
+          case 4: tile_nonneg<4, true, true>(t); return;
+          case 5: tile_nonneg<5, true, true>(t); return;
+          default: tile_nonneg<6, true, true>(t); return;
+        }
+      }
+      switch (t.mr) {
+        case 1: tile_nonneg<1, false, true>(t); return;
+        case 2: tile_nonneg<2, false, true>(t); return;
+        case 3: tile_nonneg<3, false, true>(t); return;
+        case 4: tile_nonneg<4, false, true>(t); return;
+        case 5: tile_nonneg<5, false, true>(t); return;
+        default: tile_nonneg<6, false, true>(t); return;
+      }
+    }
+    if (!t.no_min && t.xneg != nullptr) {
+      switch (t.mr) {
+        case 1: tile_xsign<1>(t); return;
+        case 2: tile_xsign<2>(t); return;
+        case 3: tile_xsign<3>(t); return;
+        case 4: tile_xsign<4>(t); return;
+        case 5: tile_xsign<5>(t); return;
+        default: tile_xsign<6>(t); return;
+      }
+    }
     if (t.no_min) {
       switch (t.mr) {
         case 1: tile_sign<1>(t); return;
@@ -421,16 +486,6 @@ void tile_any(const TileArgs& t) {
         case 4: tile_sign<4>(t); return;
         case 5: tile_sign<5>(t); return;
         default: tile_sign<6>(t); return;
-      }
-    }
-    if (t.a16 != nullptr) {
-      switch (t.mr) {
-        case 1: tile<kCols, 1, true>(t); return;
-        case 2: tile<kCols, 2, true>(t); return;
-        case 3: tile<kCols, 3, true>(t); return;
-        case 4: tile_split<kCols, 4>(t); return;
-        case 5: tile_split<kCols, 5>(t); return;
-        default: tile_split<kCols, 6>(t); return;
       }
     }
   }
@@ -445,6 +500,59 @@ void tile_any(const TileArgs& t) {
 }
 
 }  // namespace
+
+void panel_negsums(const uint8_t* panel, int64_t kgroups, int32_t* out) {
+  // max(-x, 0) = 128 - byte where the panel byte x + 128 is below 128 (saturating subtract); 4 per lane and k-group,
+  // so int16 pair sums (<= 256 each) are added for 64 k-groups (<= 16384) before widening.
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int c0 = 0; c0 < kPanel; c0 += 8) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int64_t g0 = 0; g0 < kgroups; g0 += 64) {
+      const int64_t g1 = kgroups - g0 < 64 ? kgroups : g0 + 64;
+      __m256i s16 = _mm256_setzero_si256();
+      for (int64_t g = g0; g < g1; ++g) {
+        const __m256i u = _mm256_load_si256(reinterpret_cast<const __m256i*>(panel + (g * kPanel + c0) * 4));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(_mm256_subs_epu8(flip, u), ones8));
+      }
+      sum = _mm256_add_epi32(sum, _mm256_madd_epi16(s16, ones));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + c0), sum);
+  }
+}
+
+void tile_negsums(const uint8_t* tile, int64_t kgroups, int32_t* out) {
+  // The tile is [kgroups][kMR][4]: 4 k-groups are 96 bytes, three vectors whose int32 lanes (4 bytes each) belong to
+  // rows 0-5,0-1 / 2-5,0-3 / 4-5,0-5; max(-x, 0) = 128 - byte below 128 (saturating subtract), 4 bytes per lane
+  // summed by vpmaddubsw (pairs <= 256) and vpmaddwd.
+  static_assert(kMR == 6, "the lane pattern below assumes 6 rows");
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones8 = _mm256_set1_epi8(1);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0;
+  int64_t g = 0;
+  for (; g + 4 <= kgroups; g += 4) {
+    const auto* p = reinterpret_cast<const __m256i*>(tile + g * kMR * 4);
+    auto part = [&](const __m256i* q) {
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_subs_epu8(flip, _mm256_loadu_si256(q)), ones8), ones);
+    };
+    s0 = _mm256_add_epi32(s0, part(p));
+    s1 = _mm256_add_epi32(s1, part(p + 1));
+    s2 = _mm256_add_epi32(s2, part(p + 2));
+  }
+  alignas(32) int32_t lanes[24];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), s0);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 8), s1);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes + 16), s2);
+  for (int r = 0; r < kMR; ++r) out[r] = lanes[r] + lanes[r + 6] + lanes[r + 12] + lanes[r + 18];
+  for (; g < kgroups; ++g)
+    for (int r = 0; r < kMR; ++r)
+      for (int j = 0; j < 4; ++j) {
+        const int v = tile[(g * kMR + r) * 4 + j];
+        out[r] += v < 128 ? 128 - v : 0;
+      }
+}
 
 void tile_rows(const TileArgs& t) { tile_any<false>(t); }
 void tile_cols(const TileArgs& t) { tile_any<true>(t); }

@@ -24,11 +24,18 @@ struct TileArgs {
   const int32_t* bias;  // already offset to weight row w0, or null
   void* out;            // already offset to the tile's first element (in elements of ep->kind)
   int64_t ldc;
-  const int16_t* a16 = nullptr;  // cols orientation: the weight block widened to int16 (PackedWeights::data16)
   bool no_min = false;           // no weight of the packed matrix is -128 (PackedWeights::no_min)
   // From Epilogue::x_max (either orientation): > 0 when every activation is in [0, 127]; the number of k-groups whose
   // vpmaddubsw pair sums (each |.| <= 2 * x_max * max|w|) can be added in int16 without overflow (1: none).
   int32_t nonneg_flush = 0;
+  // From PackedWeights::max_abs (either orientation, used when nonneg_flush == 0): > 0 when every |w| <= 64, so that
+  // vpmaddubsw on the sign-flipped activation bytes as they are (x + 128 in [0, 255]) times w cannot saturate (pair sums
+  // <= 2 * 255 * 64 = 32640); the number of k-groups whose pair sums can be added in int16 (1: none).
+  int32_t biased_flush = 0;
+  // AVX2, signed activations and weights with -128: sum_k max(-x, 0) per pixel of the panel (cols orientation,
+  // avx2::panel_negsums, kPanel entries) or per row of the activation tile (rows, avx2::tile_negsums, kMR entries),
+  // for the kernels that need no vpsignb; null: not computed.
+  const int32_t* xneg = nullptr;
   // exact_shift(*ep, ...) of the call (>= 0: the 8-lane epilogues may requantize in int32; -1: float64).
   int shift = -1;
 };
@@ -45,6 +52,14 @@ ORTQUANT_GEMM_DECLARE(avx2)
 ORTQUANT_GEMM_DECLARE(avxvnni)
 ORTQUANT_GEMM_DECLARE(avx512vnni)
 #undef ORTQUANT_GEMM_DECLARE
+
+namespace avx2 {
+// out[p] = sum over the k-groups of max(-x, 0) for each of the kPanel pixels of a cols panel ([kgroups][kPanel][4]
+// bytes x + 128; zero padding contributes 0): TileArgs::xneg.
+void panel_negsums(const uint8_t* panel, int64_t kgroups, int32_t* out);
+// The same per row of a rows-orientation activation tile ([kgroups][kMR][4] bytes x + 128): out[kMR].
+void tile_negsums(const uint8_t* tile, int64_t kgroups, int32_t* out);
+}  // namespace avx2
 
 // Typed output pointer arithmetic for the epilogue.
 inline void* out_at(void* out, OutKind k, int64_t idx) {

@@ -52,10 +52,6 @@ PackedWeights pack_generic(int64_t n, int64_t k, PackedWeights::Layout layout, A
     max_abs = v > max_abs ? v : max_abs;
   }
   w.max_abs = max_abs;
-  if (layout == PackedWeights::Layout::kRowBlocks) {
-    w.data16.resize(w.data.size());
-    for (size_t i = 0; i < w.data.size(); ++i) w.data16.data()[i] = w.data.data()[i];
-  }
   return w;
 }
 

@@ -48,9 +48,6 @@ struct PackedWeights {
   int64_t n = 0, k = 0, kgroups = 0;
   AlignedBuffer<int8_t> data;
   std::vector<int32_t> corr;  // 128 * sum_k W[j][k] per row j (the sign-flip correction), padded with zeros
-  // kRowBlocks only: `data` widened to int16 (same order), so the AVX2 cols kernel broadcasts a row's k-group
-  // with one vpbroadcastq from memory instead of a load, a sign extension and a broadcast per row and k-group.
-  AlignedBuffer<int16_t> data16;
   bool no_min = false;  // no weight is -128 (|w| <= 127: the AVX2 kernels' vpmaddubsw cannot saturate)
   int32_t max_abs = 128;  // the largest |w| (bounds the AVX2 int16 sums of Epilogue::x_max)
   int block() const { return layout == Layout::kPanels ? kPanel : kMR; }

@@ -71,6 +71,20 @@ def test_kernels_match_reference(isa, rng, shape, go_forward) -> None:
         assert_bitexact(got, want)
 
 
+@pytest.mark.parametrize("w_lo,w_hi", [(-127, 127), (-64, 64), (-8, 7), (-128, -128)])
+def test_kernels_weight_ranges(isa, rng, w_lo, w_hi) -> None:
+    """The recurrent and input projections take the exact product that fits their weights: no -128 (sign step),
+    every |w| <= 64 (the biased bytes as they are, int16 sums for narrow weights), otherwise the widening kernel;
+    the same bits as the reference on every path, signed inputs and states at the int8 extremes."""
+    c = u.random_case(rng, lstm=False, t_len=7, batch=5, d=37, h=29, state=True, lengths=[7, 1, 4, 7, 2])
+    for key in ("w_ih", "w_hh"):
+        c[key] = rng.integers(w_lo, w_hi + 1, c[key].shape).astype(np.int8)
+    c["x"].reshape(-1)[:4] = [-128, 127, -128, 127]
+    for fwd in (True, False):
+        for got, want in zip(_kernel(c, fwd), u.case_reference(c, fwd), strict=True):
+            assert_bitexact(got, want)
+
+
 def test_kernels_saturation_and_general_scales(isa, rng) -> None:
     """Pre-activations far beyond int16 (decision 12: saturate), large r * h_n products, a huge h0, and
     non-power-of-two scales."""

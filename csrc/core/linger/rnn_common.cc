@@ -128,6 +128,10 @@ void RnnMatrix::project_tile(const uint8_t* tile, int64_t m, const int32_t* bias
   t.mr = static_cast<int>(m);
   t.ep = &ep;
   t.ldc = ldc;
+  // The exact product without widening where the weights allow it (as gemm_rows does): no -128 weight (vpsignb), or
+  // every |w| <= 64 (the biased bytes as they are). Weights with -128 wider than that keep the widening kernel.
+  t.no_min = w_.no_min;
+  t.biased_flush = gemm::biased_flush(w_);
   const int64_t kg = w_.kgroups;
   for (int64_t p = 0; p < w_.blocks(); ++p) {
     const int64_t j0 = p * gemm::kPanel;

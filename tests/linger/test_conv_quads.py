@@ -5,7 +5,8 @@ inputs proven non-negative and output rows of a multiple of 8 pixels, lets the k
 pixels sized so that their k-groups stay in L1). Every case against the numpy int64 reference, with every epilogue
 kind: output widths that are and are not multiples of 8 (rows of 1 to 3 pixels too), strides, dilation, groups,
 asymmetric pads, 1x1 with padding or stride, reductions from one k-group to thousands, weight rows not a multiple of
-the 6-row tile, batches and two threads."""
+the 6-row tile, batches and two threads; and an image whose quad planes would pass 256 KiB, which takes the
+transposing packer with the weights in their original order instead."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ CASES = [
     (1, 12, 9, 40, 8, 2, 5, (1, 1), (2, 0, 1, 3), (1, 1), 1),  # 2x5, asymmetric pads, 40-pixel rows
     (1, 300, 3, 8, 7, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 675 k-groups: one 8-pixel chunk per unit
     (1, 24, 5, 21, 9, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 3),  # 3 groups of 3 rows, 21-pixel rows
+    (1, 64, 64, 70, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),  # planes over 256 KiB: the transposing packer
 ]
 
 

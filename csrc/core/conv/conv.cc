@@ -130,6 +130,8 @@ void even_bytes(const int8_t* src, int64_t n, const int8_t* limit, int8_t* dst) 
 
 // Bytes of readable slack before and after the phase buffer for pack_panel_grid's 16-byte chunks.
 constexpr int64_t kPhaseSlack = 16;
+// The largest quad planes of one image and group for which Conv2d takes the channel-quad path (conv.h, quad_).
+constexpr int64_t kQuadMaxBytes = 256 << 10;
 
 // pack_panel for the output pixels [p0, p0 + n) of an oh x ow output whose im2col row kk reads the phase plane run
 // rows[kk] with `cols` (> ow) bytes per output row: output pixel (y, x) is at rows[kk][y * cols + x]. So the grid's
@@ -447,9 +449,8 @@ Conv2d::Conv2d(const int8_t* w, int64_t m, int64_t cg, const ConvAttrs& a)
       for (int64_t j = 0; j < mg; ++j)
         for (int64_t c = 0; c < cg; ++c)
           for (int64_t t = 0; t < khw; ++t) wq[static_cast<size_t>(j * k + t * cg + c)] = wg[(j * cg + c) * khw + t];
-      packed_.push_back(gemm::pack_weights(wq.data(), mg, k, k, PackedWeights::Layout::kRowBlocks));
+      packed_quad_.push_back(gemm::pack_weights(wq.data(), mg, k, k, PackedWeights::Layout::kRowBlocks));
     }
-    return;
   }
   for (int64_t g = 0; g < a.group; ++g)
     packed_.push_back(gemm::pack_weights(w + g * mg * k, mg, k, k, PackedWeights::Layout::kRowBlocks));
@@ -544,7 +545,7 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
   const int64_t k = cg_ * a_.kh * a_.kw;
   // Whether the packing proves non-negative panels (with_proven_x_max's rule: no promise yet, the AVX2 kernel).
   const bool prove = ep.x_max < 0 && gemm::resolve_kernel(kernel) == Kernel::kAvx2;
-  if (quad_) {
+  if (quad_ && cg_ * g.channel_bytes() <= kQuadMaxBytes) {
     // Per image and group: the phase planes (build_phases) interleaved by channel quads, then each pixel panel is
     // copied from them (pack_panel_quads); only the output's pixels are computed, so the GEMM writes NCHW directly.
     const int64_t taps = a_.kh * a_.kw, quads = cg_ / 4, kgroups = taps * quads, cbytes = g.channel_bytes();
@@ -582,10 +583,11 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
         char* dst = sink ? grid_out : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
         if (gemm::cols_runs_supported(eg, kernel, ow)) {
           // Non-negative activations on AVX2: the kernel reads the quad planes directly (no panel copies).
-          gemm::avx2::gemm_cols_runs(packed_[static_cast<size_t>(gi)], runs, oh, ow, g.cols, eg, dst, oh * ow, par);
+          gemm::avx2::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, oh, ow, g.cols, eg, dst, oh * ow,
+                                     par);
         } else {
           gemm::gemm_cols_source(
-              packed_[static_cast<size_t>(gi)], oh * ow,
+              packed_quad_[static_cast<size_t>(gi)], oh * ow,
               [&](int64_t q, uint8_t* scratch) {
                 const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, oh * ow - p0);
                 pack_panel_quads(runs, kgroups, p0, np, ow, g.cols, scratch);

@@ -28,6 +28,10 @@ Models:
 Each model goes through ``ortquant.prepare_model`` of the package on ``PYTHONPATH`` first, and both libraries get
 that prepared model. If A or B cannot load it, both get the file as it is on disk instead (the row says ``raw``).
 Without the two library paths (as ``make bench`` / ``bench/run_all.py`` call every script) nothing is measured.
+
+``--integer``: integer mode instead (``prepare_model(..., integer=True)`` for both libraries): only the QONNX models
+``models/*.onnx``, at batch 1 and 8. ``--cpu``: time each call's CPU time (``time.process_time_ns``) instead of its
+wall time, for a loaded machine.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LINGER = ROOT / "tests" / "data" / "linger"
 QONNX = ROOT / "models"
 QONNX_BATCHES = (1, 32)
+INTEGER_BATCHES = (1, 8)
 GROUPS = ("linger", "large", "qonnx", "benchmarks")
 
 # Linger cases re-run with larger inputs: case -> new shape of each graph input (graph-input order). Inputs are
@@ -211,14 +216,20 @@ def benchmark_workloads(rng: np.random.Generator) -> list[tuple[str, onnx.ModelP
     return out
 
 
-def collect_cases(only: re.Pattern[str] | None, groups: set[str]) -> list[Case]:
-    """The models of the module docstring in ``groups``, prepared, with their inputs; ``only`` filters by name."""
+def collect_cases(only: re.Pattern[str] | None, groups: set[str], integer: bool = False) -> list[Case]:
+    """The models of the module docstring in ``groups``, prepared, with their inputs; ``only`` filters by name.
+
+    ``integer``: the QONNX models only, prepared for integer mode, at the batches ``INTEGER_BATCHES``.
+    """
     cases: list[Case] = []
 
     def add(name: str, raw: onnx.ModelProto, feeds: list[np.ndarray]) -> None:
         if only is not None and not only.search(name):
             return
-        cases.append(Case(name, ortquant.prepare_model(raw), raw, feeds))
+        cases.append(Case(name, ortquant.prepare_model(raw, integer=integer), raw, feeds))
+
+    if integer:
+        groups = {"qonnx"}
 
     if "linger" in groups:
         for path in sorted(LINGER.glob("*.onnx")):
@@ -233,7 +244,7 @@ def collect_cases(only: re.Pattern[str] | None, groups: set[str]) -> list[Case]:
             add(f"{case} {'+'.join('x'.join(map(str, s)) for s in shapes)}", raw, feeds)
     if "qonnx" in groups:
         for path in sorted(QONNX.glob("*.onnx")):
-            for batch in QONNX_BATCHES:
+            for batch in INTEGER_BATCHES if integer else QONNX_BATCHES:
                 raw = _set_batch(onnx.load(str(path)), batch)
                 ins = _graph_inputs(raw)
                 feeds = [_random_feed(vi, [d.dim_value for d in vi.type.tensor_type.shape.dim], rng) for vi in ins]
@@ -292,10 +303,13 @@ def _identical(xs: list, ys: list) -> bool:
     return all(x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes() for x, y in pairs)
 
 
+CLOCK: list[Callable[[], int]] = [time.perf_counter_ns]  # --cpu: time.process_time_ns
+
+
 def _batch_ms(run: Callable[[], None], n: int) -> float:
-    """Median wall time of ``n`` calls of ``run``, in ms."""
+    """Median time (``CLOCK``: wall, or CPU with --cpu) of ``n`` calls of ``run``, in ms."""
     times = []
-    clock = time.perf_counter_ns
+    clock = CLOCK[0]
     for _ in range(n):
         t0 = clock()
         run()
@@ -394,6 +408,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated subset of {','.join(GROUPS)}")
     p.add_argument("--threshold", type=float, default=1.05, help="ratio B/A above which a row is marked (1.05)")
     p.add_argument("--quick", action="store_true", help="5 rounds of 5 ms (a smoke run)")
+    p.add_argument("--integer", action="store_true", help="integer mode: models/*.onnx prepared with integer=True")
+    p.add_argument("--cpu", action="store_true", help="time CPU time per call instead of wall time")
     args = p.parse_args(argv)
     if args.lib_a is None or args.lib_b is None:
         print("bench_ab.py needs two library paths (A.so B.so); nothing to measure")
@@ -412,7 +428,10 @@ def main(argv: list[str]) -> int:
     if not groups <= set(GROUPS):
         print(f"unknown group in {args.groups!r}; the groups are {','.join(GROUPS)}")
         return 2
-    cases = collect_cases(only, groups)
+    if args.cpu:
+        CLOCK[0] = time.process_time_ns
+    print(f"mode: {'integer' if args.integer else 'default'}, clock: {'CPU' if args.cpu else 'wall'}")
+    cases = collect_cases(only, groups, integer=args.integer)
     print("\n| model | A ms | B ms | B/A | B/A IQR | rounds B slower | calls/round |")
     print("|---|---|---|---|---|---|---|")
     results = []

@@ -11,6 +11,7 @@
 
 
 #include "core/conv/depthwise_kernels.h"
+#include "core/gemm/cols_runs.h"
 #include "core/conv/dwnhwc.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -129,6 +130,8 @@ void even_bytes(const int8_t* src, int64_t n, const int8_t* limit, int8_t* dst) 
 
 // Bytes of readable slack before and after the phase buffer for pack_panel_grid's 16-byte chunks.
 constexpr int64_t kPhaseSlack = 16;
+// The largest quad planes of one image and group for which Conv2d takes the channel-quad path (conv.h, quad_).
+constexpr int64_t kQuadMaxBytes = 256 << 10;
 
 // pack_panel for the output pixels [p0, p0 + n) of an oh x ow output whose im2col row kk reads the phase plane run
 // rows[kk] with `cols` (> ow) bytes per output row: output pixel (y, x) is at rows[kk][y * cols + x]. So the grid's
@@ -246,6 +249,100 @@ int32_t x_max_of_or(uint8_t any) {
   return bound;
 }
 
+// Channel-quad planes (Conv2d::quad_): dst[(q * len + t) * 4 + i] = src[(4 * q + i) * len + t] ^ 0x80 for q < quads,
+// t < len (len: the bytes of one channel's phase planes), i.e. the 4 channels of a quad side by side per position,
+// sign-flipped as the engine's panels hold them. Returns the OR of every source byte (x_max_of_or's argument).
+uint8_t interleave_quads(const int8_t* src, int64_t quads, int64_t len, uint8_t* dst) {
+  uint8_t any = 0;
+#if defined(__SSE2__)
+  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+  __m128i vany = _mm_setzero_si128();
+#endif
+  for (int64_t q = 0; q < quads; ++q) {
+    const int8_t* s0 = src + 4 * q * len;
+    const int8_t *s1 = s0 + len, *s2 = s1 + len, *s3 = s2 + len;
+    uint8_t* d = dst + 4 * q * len;
+    int64_t t = 0;
+#if defined(__SSE2__)
+    for (; t + 16 <= len; t += 16) {
+      const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + t));
+      const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + t));
+      const __m128i a2 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s2 + t));
+      const __m128i a3 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s3 + t));
+      vany = _mm_or_si128(vany, _mm_or_si128(_mm_or_si128(a0, a1), _mm_or_si128(a2, a3)));
+      const __m128i v0 = _mm_xor_si128(a0, flip), v1 = _mm_xor_si128(a1, flip);
+      const __m128i v2 = _mm_xor_si128(a2, flip), v3 = _mm_xor_si128(a3, flip);
+      const __m128i ab_lo = _mm_unpacklo_epi8(v0, v1), ab_hi = _mm_unpackhi_epi8(v0, v1);
+      const __m128i cd_lo = _mm_unpacklo_epi8(v2, v3), cd_hi = _mm_unpackhi_epi8(v2, v3);
+      __m128i* out = reinterpret_cast<__m128i*>(d + 4 * t);
+      _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
+      _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+      _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+      _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+    }
+#endif
+    for (; t < len; ++t) {
+      const int8_t v[4] = {s0[t], s1[t], s2[t], s3[t]};
+      for (int i = 0; i < 4; ++i) {
+        any = static_cast<uint8_t>(any | static_cast<uint8_t>(v[i]));
+        d[4 * t + i] = static_cast<uint8_t>(static_cast<uint8_t>(v[i]) ^ 0x80u);
+      }
+    }
+  }
+#if defined(__SSE2__)
+  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 8));
+  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 4));
+  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 2));
+  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 1));
+  any = static_cast<uint8_t>(any | static_cast<uint8_t>(_mm_cvtsi128_si32(vany)));
+#endif
+  return any;
+}
+
+// Copies `bytes` (a multiple of 4) from s to d: 16-byte moves, the last one ending at the end (overlapping the one
+// before it), so nothing outside [d, d + bytes) is written and nothing outside [s, s + bytes) read.
+inline void copy_pixels(const uint8_t* s, uint8_t* d, int64_t bytes) {
+#if defined(__SSE2__)
+  if (bytes >= 16) {
+    int64_t o = 0;
+    for (; o + 16 <= bytes; o += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + o), _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + o)));
+    if (o < bytes)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + bytes - 16),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + bytes - 16)));
+    return;
+  }
+#endif
+  std::memcpy(d, s, static_cast<size_t>(bytes));
+}
+
+// pack_panel for the output pixels [p0, p0 + n) of an oh x ow output from channel-quad planes: k-group kg of the
+// panel is lane l = output pixel (y, x) -> the 4 bytes at runs[kg] + 4 * (y * cols + x) (already sign-flipped), so
+// each output row's piece of the panel is one contiguous copy per k-group. Lanes n .. kPanel-1 get 0x80 (the value 0).
+void pack_panel_quads(const uint8_t* const* runs, int64_t kgroups, int64_t p0, int64_t n, int64_t ow, int64_t cols,
+                      uint8_t* dst) {
+  struct Seg {
+    int64_t lane, off, bytes;  // first lane; plane position * 4; length * 4
+  };
+  Seg segs[gemm::kPanel];
+  int nseg = 0;
+  if (cols == ow) {
+    segs[nseg++] = {0, 4 * p0, 4 * n};
+  } else {
+    for (int64_t l = 0; l < n;) {
+      const int64_t p = p0 + l, y = p / ow, x = p % ow, len = std::min(n - l, ow - x);
+      segs[nseg++] = {l, 4 * (y * cols + x), 4 * len};
+      l += len;
+    }
+  }
+  for (int64_t g = 0; g < kgroups; ++g) {
+    const uint8_t* src = runs[g];
+    uint8_t* d = dst + g * gemm::kPanel * 4;
+    for (int i = 0; i < nseg; ++i) copy_pixels(src + segs[i].off, d + 4 * segs[i].lane, segs[i].bytes);
+    if (n < gemm::kPanel) std::memset(d + 4 * n, 0x80, static_cast<size_t>((gemm::kPanel - n) * 4));
+  }
+}
+
 }  // namespace
 
 void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const ConvAttrs& a, const PhaseGrid& g,
@@ -341,6 +438,20 @@ Conv2d::Conv2d(const int8_t* w, int64_t m, int64_t cg, const ConvAttrs& a)
   }
   const int64_t mg = m / a.group;
   const int64_t k = cg * khw;
+  const bool plain_1x1 = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && a.pb == 0 &&
+                         a.pr == 0;
+  quad_ = cg % 4 == 0 && !plain_1x1;
+  if (quad_) {
+    // Reduction order (tap, channel): wq[j][t * cg + c] = w[j][c][t].
+    std::vector<int8_t> wq(static_cast<size_t>(mg * k));
+    for (int64_t g = 0; g < a.group; ++g) {
+      const int8_t* wg = w + g * mg * k;
+      for (int64_t j = 0; j < mg; ++j)
+        for (int64_t c = 0; c < cg; ++c)
+          for (int64_t t = 0; t < khw; ++t) wq[static_cast<size_t>(j * k + t * cg + c)] = wg[(j * cg + c) * khw + t];
+      packed_quad_.push_back(gemm::pack_weights(wq.data(), mg, k, k, PackedWeights::Layout::kRowBlocks));
+    }
+  }
   for (int64_t g = 0; g < a.group; ++g)
     packed_.push_back(gemm::pack_weights(w + g * mg * k, mg, k, k, PackedWeights::Layout::kRowBlocks));
 }
@@ -432,6 +543,63 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
   const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   const int64_t mg = m_ / a_.group;
   const int64_t k = cg_ * a_.kh * a_.kw;
+  // Whether the packing proves non-negative panels (with_proven_x_max's rule: no promise yet, the AVX2 kernel).
+  const bool prove = ep.x_max < 0 && gemm::resolve_kernel(kernel) == Kernel::kAvx2;
+  if (quad_ && cg_ * g.channel_bytes() <= kQuadMaxBytes) {
+    // Per image and group: the phase planes (build_phases) interleaved by channel quads, then each pixel panel is
+    // copied from them (pack_panel_quads); only the output's pixels are computed, so the GEMM writes NCHW directly.
+    const int64_t taps = a_.kh * a_.kw, quads = cg_ / 4, kgroups = taps * quads, cbytes = g.channel_bytes();
+    const int64_t bytes = cg_ * cbytes;
+    int8_t* const buf = thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(2 * bytes));
+    auto* const qplanes = reinterpret_cast<uint8_t*>(buf);  // [quad][phase][position][4]
+    int8_t* const planes = buf + bytes;                      // build_phases' [channel][phase][position]
+    // Run of k-group (tap t, quad q): the tap's phase plane in quad q at the tap's offset (tap_run's arithmetic);
+    // output (y, x) reads it at + 4 * (y * g.cols + x).
+    const uint8_t** const runs = thread_scratch_as<const uint8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(kgroups));
+    for (int64_t t = 0; t < taps; ++t) {
+      const int64_t ri = (t / a_.kw) * a_.dh, rj = (t % a_.kw) * a_.dw;
+      const int64_t off = ((ri % g.sh) * g.sw + rj % g.sw) * g.plane + (ri / g.sh) * g.cols + rj / g.sw;
+      for (int64_t q = 0; q < quads; ++q) runs[t * quads + q] = qplanes + 4 * (q * cbytes + off);
+    }
+    char* const grid_out =
+        sink == nullptr ? nullptr : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * oh * ow * es));
+    const size_t build_tasks = std::min<size_t>(tasks_for(cg_, 64 * cbytes), static_cast<size_t>(quads));
+    uint8_t task_or[64] = {};
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t gi = 0; gi < a_.group; ++gi) {
+        const int8_t* xg = x + (b * c + gi * cg_) * h * w;
+        par(build_tasks, [&](size_t t) {
+          const int64_t q0 = quads * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
+          const int64_t q1 = quads * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
+          build_phases(xg + 4 * q0 * h * w, 4 * (q1 - q0), h, w, a_, g, planes + 4 * q0 * cbytes);
+          task_or[t] = interleave_quads(planes + 4 * q0 * cbytes, q1 - q0, cbytes, qplanes + 4 * q0 * cbytes);
+        });
+        uint8_t any = 0;
+        for (size_t t = 0; t < build_tasks; ++t) any = static_cast<uint8_t>(any | task_or[t]);
+        Epilogue eg = ep;
+        if (ep.bias) eg.bias = ep.bias + gi * mg;
+        // The padding bytes are 0: the OR of the planes is the OR of the image's values and 0.
+        if (prove) eg.x_max = x_max_of_or(any);
+        char* dst = sink ? grid_out : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
+        if (gemm::cols_runs_supported(eg, kernel, ow)) {
+          // Non-negative activations on AVX2: the kernel reads the quad planes directly (no panel copies).
+          gemm::avx2::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, oh, ow, g.cols, eg, dst, oh * ow,
+                                     par);
+        } else {
+          gemm::gemm_cols_source(
+              packed_quad_[static_cast<size_t>(gi)], oh * ow,
+              [&](int64_t q, uint8_t* scratch) {
+                const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, oh * ow - p0);
+                pack_panel_quads(runs, kgroups, p0, np, ow, g.cols, scratch);
+                return static_cast<const uint8_t*>(scratch);
+              },
+              eg, dst, oh * ow, par, kernel);
+        }
+        if (sink != nullptr) (*sink)(b, gi, reinterpret_cast<const int32_t*>(grid_out), ow);
+      }
+    }
+    return;
+  }
   // A 1x1 convolution with unit strides and no padding reads the input planes as they are.
   const bool direct = a_.kh == 1 && a_.kw == 1 && a_.sh == 1 && a_.sw == 1 && a_.pt == 0 && a_.pl == 0 &&
                       a_.pb == 0 && a_.pr == 0;
@@ -456,8 +624,6 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
                              ? nullptr
                              : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * grid * es));
   const size_t build_tasks = direct ? 1 : tasks_for(cg_, 64 * g.channel_bytes());
-  // Whether the packing proves non-negative panels (with_proven_x_max's rule: no promise yet, the AVX2 kernel).
-  const bool prove = ep.x_max < 0 && gemm::resolve_kernel(kernel) == Kernel::kAvx2;
   if (!direct) {
     // k = (channel, i, j): each im2col row is one contiguous run of a phase plane. The phase buffer is the same for
     // every image and group, so the row pointers are computed once per call (tap offsets once per tap).

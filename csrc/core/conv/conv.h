@@ -77,6 +77,15 @@ class Conv2d {
   int64_t m_, cg_;
   bool depthwise_;
   std::vector<gemm::PackedWeights> packed_;  // per group (general path)
+  // General path with a multiple of 4 channels per group (and not a plain 1x1): the reduction runs in the order
+  // (tap, channel) and the input's phase planes are interleaved by channel quads once per image, so that every
+  // k-group of a pixel panel is a straight copy of 4-byte pixels (conv.cc, pack_panel_quads) instead of a
+  // transpose of four planes repeated for every tap.
+  // Measured on Zen 3: it pays while an image's quad planes stay in L2 (at most kQuadMaxBytes, conv.cc); larger
+  // images (ESPCN's 64 channels at 128 x 128: 1 MiB) were 11-13 % slower and take the transposing packer over
+  // packed_, so the weights are kept in both orders (packed_quad_: (tap, channel)).
+  bool quad_ = false;
+  std::vector<gemm::PackedWeights> packed_quad_;
   std::vector<int8_t> w_;                    // raw weights (depthwise path)
   std::shared_ptr<const DwNhwcWeights> dwn_;  // channels-last depthwise weights (group == channels == outputs)
   ConvAlgo forced_;                           // ORTQUANT_CONV_ALGO at preparation (conv.cc), kAuto when unset

@@ -1,0 +1,155 @@
+// gemm_cols_runs (cols_runs.h): tile_nonneg of kernel_avx2.cc with its pixel operand read from the channel-quad
+// runs instead of a packed panel. Tile: 8 pixels x MR <= 6 weight rows; int16 pair sums for nonneg_flush k-groups,
+// then widened into int32 accumulators that start at the rows' corrections (the shared epilogue subtracts them).
+#include "core/simd.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/gemm/cols_runs.h"
+#include "core/gemm/kernels.h"
+
+namespace ortquant::gemm {
+
+bool cols_runs_supported(const Epilogue& ep, Kernel kernel, int64_t ow) {
+  return ep.x_max >= 0 && ep.x_max <= 127 && ow > 0 && ow % 8 == 0 && resolve_kernel(kernel) == Kernel::kAvx2;
+}
+
+namespace avx2 {
+namespace {
+
+#include "core/gemm/epilogue_avx2.inc"
+
+#define OQ_RROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define OQ_RDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
+#define OQ_RROW(r)                                                               \
+  if constexpr (MR > r) {                                                        \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                   \
+    s##r = _mm256_add_epi16(s##r, _mm256_maddubs_epi16(xv, wb));                 \
+  }
+#define OQ_RFLUSH(r)                                                    \
+  if constexpr (MR > r) {                                               \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(s##r, ones));   \
+    s##r = z;                                                           \
+  }
+#define OQ_R1ROW(r)                                                                                \
+  if constexpr (MR > r) {                                                                          \
+    const __m256i wb = _mm256_set1_epi32(load_i32(a + 4 * r));                                     \
+    acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wb), ones));      \
+  }
+#define OQ_ROUT(r) \
+  if constexpr (MR > r) s[r] = acc##r;
+
+// Pixels [p0, p0 + 8 * chunks) (p0 a multiple of 8) of one weight block: chunk i reads runs[g] + pos[i].
+template <int MR, bool kOne>
+void tile_runs(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos, int chunks) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int64_t flush = t.nonneg_flush;
+  for (int ci = 0; ci < chunks; ++ci) {
+    OQ_RROWS(OQ_RDECL)
+    const auto* a = static_cast<const uint8_t*>(t.a);
+    const int64_t off = pos[ci];
+    if constexpr (kOne) {
+      for (int64_t g = 0; g < t.kgroups; ++g) {
+        const __m256i xv = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(runs[g] + off)), flip);
+        OQ_RROWS(OQ_R1ROW)
+        a += kMR * 4;
+      }
+    } else {
+      for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
+        const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
+        for (int64_t g = g0; g < g1; ++g) {
+          const __m256i xv =
+              _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(runs[g] + off)), flip);
+          OQ_RROWS(OQ_RROW)
+          a += kMR * 4;
+        }
+        OQ_RROWS(OQ_RFLUSH)
+      }
+    }
+    __m256i s[MR];
+    OQ_RROWS(OQ_ROUT)
+    epilogue8_any<true>(t, s, MR, 8 * ci, 8);
+  }
+}
+
+#undef OQ_RROWS
+#undef OQ_RDECL
+#undef OQ_RROW
+#undef OQ_RFLUSH
+#undef OQ_R1ROW
+#undef OQ_ROUT
+
+template <bool kOne>
+void tile_runs_any(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos, int chunks) {
+  switch (t.mr) {
+    case 1: tile_runs<1, kOne>(t, runs, pos, chunks); return;
+    case 2: tile_runs<2, kOne>(t, runs, pos, chunks); return;
+    case 3: tile_runs<3, kOne>(t, runs, pos, chunks); return;
+    case 4: tile_runs<4, kOne>(t, runs, pos, chunks); return;
+    case 5: tile_runs<5, kOne>(t, runs, pos, chunks); return;
+    default: tile_runs<6, kOne>(t, runs, pos, chunks); return;
+  }
+}
+
+constexpr int32_t kMaxFlush = 1 << 20;  // as gemm.cc: no overflow possible (all pair sums 0)
+
+}  // namespace
+
+void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t oh, int64_t ow, int64_t cols,
+                    const Epilogue& ep, void* out, int64_t ldc, const Parallel& par) {
+  if (w.layout != PackedWeights::Layout::kRowBlocks) throw_error("gemm_cols_runs needs weights packed as row blocks");
+  if (ep.x_max < 0 || ep.x_max > 127 || ow % 8 != 0) throw_error("gemm_cols_runs: activations not proven in [0, 127]");
+  const int64_t p = oh * ow;
+  if (w.n == 0 || p == 0) return;
+  // nonneg_flush of gemm.cc: k-groups whose int16 pair sums (each <= 2 * x_max * max|w|) cannot overflow.
+  const int32_t pair = 2 * ep.x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
+  const int32_t flush = pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+  const int shift = exact_shift(ep, ep.bias, w.n, w.k);
+  const int64_t mb = w.blocks(), kg = w.kgroups;
+  // Units of up to 64 pixels (the panels of the packed path) whose k-groups take about 16 KiB of the quad planes,
+  // so that they stay in L1 with the weight blocks while every block runs over them (64-pixel units of a 3x3 layer
+  // with 32 channels (72 k-groups) and 32 outputs were 20 % slower), in at most 64 tasks of about 1M multiply-adds.
+  const int64_t chunks_per_unit = std::clamp<int64_t>((16 << 10) / (32 * std::max<int64_t>(kg, 1)), 1, kPanel / 8);
+  const int64_t unit = 8 * chunks_per_unit;
+  const int64_t units = (p + unit - 1) / unit;
+  const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
+  const int64_t tasks = std::clamp<int64_t>(work >> 20, 1, std::min<int64_t>(units, 64));
+  const size_t es = out_elem_size(ep.kind);
+  par(static_cast<size_t>(tasks), [&](size_t task) {
+    const int64_t u0 = units * static_cast<int64_t>(task) / tasks, u1 = units * static_cast<int64_t>(task + 1) / tasks;
+    TileArgs args;
+    args.kgroups = kg;
+    args.ep = &ep;
+    args.ldc = ldc;
+    args.no_min = w.no_min;
+    args.nonneg_flush = flush;
+    args.shift = shift;
+    int64_t pos[kPanel / 8];
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t c0 = u * unit, n = std::min<int64_t>(unit, p - c0);
+      const int chunks = static_cast<int>(n / 8);  // p is a multiple of 8
+      for (int i = 0; i < chunks; ++i) {
+        const int64_t q = c0 + 8 * i;
+        pos[i] = 4 * ((q / ow) * cols + q % ow);
+      }
+      args.nr = static_cast<int>(n);
+      for (int64_t blk = 0; blk < mb; ++blk) {
+        const int64_t r0 = blk * kMR;
+        args.a = w.data.data() + blk * kg * kMR * 4;
+        args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
+        args.corr = w.corr.data() + r0;
+        args.bias = ep.bias ? ep.bias + r0 : nullptr;
+        args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
+        if (flush == 1) tile_runs_any<true>(args, runs, pos, chunks);
+        else tile_runs_any<false>(args, runs, pos, chunks);
+      }
+    }
+  });
+}
+
+}  // namespace avx2
+}  // namespace ortquant::gemm

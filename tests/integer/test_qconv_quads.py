@@ -1,0 +1,98 @@
+"""Integer mode's QConv on the engine's channel-quad path (a multiple of 4 input channels per group, not a plain
+1x1: conv.cc reduces in the order (tap, channel) over planes interleaved by channel quads; on AVX2 the non-negative
+codes of integer mode are read in place when output rows are a multiple of 8 pixels), bit for bit against the numpy
+reference of the contract (exact sums, one float64 rescale per output channel), on every ISA path and engine kernel.
+Shapes of the small convolutional layers integer mode runs at batch 8 and their edges: M not a multiple of the
+6-row tile, long reductions, batches, pads, stride 2, dilation, groups, output rows that are not a multiple of 8."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ortquant import _C, kernels
+from ortquant.reference import integer as ref
+
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]
+GEMM_KERNELS = ["auto", "scalar", "avx2", "avxvnni", "avx512vnni"]
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    kernels.set_isa(request.param)
+    yield request.param
+    kernels.set_isa("")
+
+
+# (n, c, h, w), (m, kh, kw), strides, pads, dilations, group
+CASES = [
+    ((8, 16, 8, 8), (32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # batch 8, 8-pixel rows, M = 32 (2-row last tile)
+    ((2, 64, 6, 16), (64, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # K = 576, M = 64 (4-row last tile)
+    ((2, 32, 10, 32), (7, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 72 k-groups: 56-pixel units across rows
+    ((1, 8, 15, 31), (5, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),  # stride 2, 16-pixel rows
+    ((2, 8, 9, 11), (6, 3, 3), (2, 2), (0, 1, 2, 1), (1, 1), 1),  # stride 2, 6-pixel rows: copied panels
+    ((3, 16, 6, 8), (10, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),  # groups of 8 channels, images x groups
+    ((1, 4, 12, 20), (3, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),  # dilation 2, 20-pixel rows
+    ((2, 4, 5, 3), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3-pixel rows
+    ((1, 12, 7, 8), (4, 1, 1), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 1x1 with padding
+    ((1, 64, 62, 64), (6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # quad planes over 256 KiB: the old packer
+]
+
+ACTS = [
+    {"bits": 4, "signed": False},  # codes 0..15 (cnn4c2f)
+    {"bits": 6, "signed": False},  # codes 0..63 (resnet_mini)
+    {"bits": 4, "signed": True},  # values -8..7 stored 0..15 (offset -8): padding is code 8
+    {"bits": 8, "signed": False},  # offset 128: signed codes, explicitly padded, copied panels
+]
+
+
+def _acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
+    x = (rng.standard_normal(shape) * 6 * scale * 4).astype(np.float32)
+    x.reshape(-1)[:7] = np.array([np.nan, np.inf, -np.inf, 0.5 * scale, -0.5 * scale, 1e9, -0.0], np.float32)
+    return x
+
+
+def _params(rng: np.random.Generator, m: int, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    s = np.float64(np.float32(scale)) * (0.001 + rng.random(m) * 0.02)
+    return s, rng.standard_normal(m) * 0.1
+
+
+@pytest.mark.parametrize("act", ACTS, ids=lambda a: f"{a['bits']}{'s' if a['signed'] else 'u'}")
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("relu", [False, True])
+def test_quad_qconv_matches_reference_bitwise(isa, act, case, relu):
+    xs, (m, kh, kw), st, pa, di, group = CASES[case]
+    rng = np.random.default_rng(50 + case)
+    act = {"scale": 0.07, **act}
+    x = _acts(rng, xs, 0.07)
+    w = rng.integers(-8, 8, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s, b = _params(rng, m, 0.07)
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+@pytest.mark.parametrize(
+    "act,wv",
+    [
+        ({"bits": 7, "signed": False}, -128),
+        ({"bits": 7, "signed": False}, 127),
+        ({"bits": 4, "signed": False}, -128),
+        ({"bits": 2, "signed": False}, 1),
+    ],
+)
+def test_quad_qconv_largest_sums_are_exact(kernel, act, wv):
+    # Every code at its largest and every weight at one extreme: the int16 pair sums reach their bound (7-bit codes
+    # with |w| = 128 widen after every k-group), and the exact sums are the largest the layer can produce.
+    if kernel != "auto" and kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    cin = 300 if act["bits"] == 2 else 40
+    x = np.full((2, cin, 5, 16), 1e6, np.float32)
+    w = np.full((7, cin, 3, 3), wv, np.int8)
+    s, b = np.full(7, 1.0), np.zeros(7)
+    act = {"scale": 1.0, **act}
+    got = kernels.qconv(x, w, s, b, pads=(1, 1, 1, 1), kernel=kernel, **act)
+    want = ref.qconv(x, w, s, b, pads=(1, 1, 1, 1), **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert np.abs(want).max() == cin * 9 * (2 ** act["bits"] - 1) * abs(wv)

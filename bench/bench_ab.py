@@ -23,7 +23,8 @@ Models:
   ``bm:``): QONNX Quant (bench_quant), the linger elementwise ops on 4M elements (bench_linger_elementwise),
   LSTMInt/GRUInt T=100 (bench_rnn), LinearInt (bench_gemm), Conv2dInt/Conv1dInt (bench_conv) and
   ConvTranspose2dInt (bench_convtranspose) at batch 1, weights in [-127, 127] as those scripts draw them by default,
-  and the GEMM/conv shapes once more with weights in [-128, 127] (``w-128``: the AVX2 widening kernel).
+  and the GEMM/conv shapes once more with weights in [-128, 127] (``w-128``: the AVX2 kernels' -128 path,
+  ``TileArgs::xneg``).
 
 Each model goes through ``ortquant.prepare_model`` of the package on ``PYTHONPATH`` first, and both libraries get
 that prepared model. If A or B cannot load it, both get the file as it is on disk instead (the row says ``raw``).

@@ -96,3 +96,44 @@ def test_quad_qconv_largest_sums_are_exact(kernel, act, wv):
     want = ref.qconv(x, w, s, b, pads=(1, 1, 1, 1), **act)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
     assert np.abs(want).max() == cin * 9 * (2 ** act["bits"] - 1) * abs(wv)
+
+
+# Unit-stride channel-quad layers whose input rows are quantized straight into the quad planes (no codes tensor):
+# pads wider than the kernel's reach and asymmetric, rows that are not a multiple of 16 pixels (the interleave's
+# tail), groups with batches, dilation, a 1x3 kernel without pads, an input row narrower than the left pad.
+FUSED_CASES = [
+    ((2, 8, 7, 19), (5, 3, 3), (1, 1), (3, 0, 2, 4), (1, 1), 1),
+    ((3, 8, 5, 40), (6, 3, 3), (1, 1), (1, 2, 1, 2), (1, 1), 2),
+    ((2, 4, 3, 5), (2, 1, 3), (1, 1), (0, 0, 0, 0), (1, 1), 1),
+    ((2, 16, 4, 3), (4, 3, 3), (1, 1), (5, 5, 4, 6), (1, 1), 1),
+    ((1, 12, 9, 17), (3, 3, 3), (1, 1), (2, 1, 2, 3), (2, 2), 3),
+    ((8, 32, 16, 16), (32, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+]
+
+FUSED_ACTS = [
+    {"bits": 4, "signed": False},
+    {"bits": 4, "signed": False, "rounding_mode": "FLOOR"},
+    {"bits": 5, "signed": False, "rounding_mode": "HALF_UP"},
+    {"bits": 4, "signed": False, "zeropt": 3.0},  # offset -3: the padding code is 3 (padded before the engine)
+    {"bits": 3, "signed": True, "narrow": True},
+    {"bits": 8, "signed": True, "zeropt": -5.0},
+]
+
+
+@pytest.mark.parametrize("act", FUSED_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(FUSED_CASES)))
+@pytest.mark.parametrize("kernel", ["auto", "scalar"])
+def test_quad_rows_qconv_matches_reference_bitwise(isa, act, case, kernel):
+    xs, (m, kh, kw), st, pa, di, group = FUSED_CASES[case]
+    rng = np.random.default_rng(90 + case)
+    scale = 0.25
+    # Multiples of scale / 2: most values are rounding ties; then NaN, infinities, -0 and out-of-range values.
+    x = (rng.integers(-40, 80, xs) * (scale / 2)).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0, 1e30, -1e30, 0.5 * scale, -0.5 * scale], np.float32)
+    x.reshape(-1)[rng.choice(x.size, specials.size, replace=False)] = specials
+    w = rng.integers(-8, 8, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s, b = _params(rng, m, scale)
+    a = {"scale": scale, **act}
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, kernel=kernel, **a)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, **a)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

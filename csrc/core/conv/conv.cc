@@ -249,21 +249,16 @@ int32_t x_max_of_or(uint8_t any) {
   return bound;
 }
 
-// Channel-quad planes (Conv2d::quad_): dst[(q * len + t) * 4 + i] = src[(4 * q + i) * len + t] ^ 0x80 for q < quads,
-// t < len (len: the bytes of one channel's phase planes), i.e. the 4 channels of a quad side by side per position,
-// sign-flipped as the engine's panels hold them. Returns the OR of every source byte (x_max_of_or's argument).
-uint8_t interleave_quads(const int8_t* src, int64_t quads, int64_t len, uint8_t* dst) {
+// One channel quad interleaved: d[4 * t + i] = s0[i * cstride + t] ^ 0x80 for t < len, i < 4 (the 4 channels side by
+// side per position, sign-flipped as the engine's panels hold them). Returns the OR of every source byte.
+uint8_t interleave_quad(const int8_t* s0, int64_t cstride, int64_t len, uint8_t* d) {
   uint8_t any = 0;
+  const int8_t *s1 = s0 + cstride, *s2 = s1 + cstride, *s3 = s2 + cstride;
+  int64_t t = 0;
 #if defined(__SSE2__)
-  const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
-  __m128i vany = _mm_setzero_si128();
-#endif
-  for (int64_t q = 0; q < quads; ++q) {
-    const int8_t* s0 = src + 4 * q * len;
-    const int8_t *s1 = s0 + len, *s2 = s1 + len, *s3 = s2 + len;
-    uint8_t* d = dst + 4 * q * len;
-    int64_t t = 0;
-#if defined(__SSE2__)
+  if (len >= 16) {
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    __m128i vany = _mm_setzero_si128();
     for (; t + 16 <= len; t += 16) {
       const __m128i a0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s0 + t));
       const __m128i a1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s1 + t));
@@ -280,22 +275,75 @@ uint8_t interleave_quads(const int8_t* src, int64_t quads, int64_t len, uint8_t*
       _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
       _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
     }
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 8));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 4));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 2));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 1));
+    any = static_cast<uint8_t>(_mm_cvtsi128_si32(vany));
+  }
+  if (t + 8 <= len) {  // short rows (8 to 15 pixels left): one 8-pixel step
+    const __m128i flip = _mm_set1_epi8(static_cast<char>(0x80));
+    const __m128i a0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s0 + t));
+    const __m128i a1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s1 + t));
+    const __m128i a2 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s2 + t));
+    const __m128i a3 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s3 + t));
+    __m128i vany = _mm_or_si128(_mm_or_si128(a0, a1), _mm_or_si128(a2, a3));
+    const __m128i ab = _mm_unpacklo_epi8(_mm_xor_si128(a0, flip), _mm_xor_si128(a1, flip));
+    const __m128i cd = _mm_unpacklo_epi8(_mm_xor_si128(a2, flip), _mm_xor_si128(a3, flip));
+    __m128i* out = reinterpret_cast<__m128i*>(d + 4 * t);
+    _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(ab, cd));
+    _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(ab, cd));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 4));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 2));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 1));
+    any = static_cast<uint8_t>(any | static_cast<uint8_t>(_mm_cvtsi128_si32(vany)));
+    t += 8;
+  }
 #endif
-    for (; t < len; ++t) {
-      const int8_t v[4] = {s0[t], s1[t], s2[t], s3[t]};
-      for (int i = 0; i < 4; ++i) {
-        any = static_cast<uint8_t>(any | static_cast<uint8_t>(v[i]));
-        d[4 * t + i] = static_cast<uint8_t>(static_cast<uint8_t>(v[i]) ^ 0x80u);
-      }
+  for (; t < len; ++t) {
+    const int8_t v[4] = {s0[t], s1[t], s2[t], s3[t]};
+    for (int i = 0; i < 4; ++i) {
+      any = static_cast<uint8_t>(any | static_cast<uint8_t>(v[i]));
+      d[4 * t + i] = static_cast<uint8_t>(static_cast<uint8_t>(v[i]) ^ 0x80u);
     }
   }
-#if defined(__SSE2__)
-  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 8));
-  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 4));
-  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 2));
-  vany = _mm_or_si128(vany, _mm_srli_si128(vany, 1));
-  any = static_cast<uint8_t>(any | static_cast<uint8_t>(_mm_cvtsi128_si32(vany)));
-#endif
+  return any;
+}
+
+// Channel-quad planes (Conv2d::quad_): dst[(q * len + t) * 4 + i] = src[(4 * q + i) * len + t] ^ 0x80 for q < quads,
+// t < len (len: the bytes of one channel's phase planes). Returns the OR of every source byte (x_max_of_or's
+// argument).
+uint8_t interleave_quads(const int8_t* src, int64_t quads, int64_t len, uint8_t* dst) {
+  uint8_t any = 0;
+  for (int64_t q = 0; q < quads; ++q)
+    any = static_cast<uint8_t>(any | interleave_quad(src + 4 * q * len, len, len, dst + 4 * q * len));
+  return any;
+}
+
+// The channel-quad planes of `quads` quads straight from the codes, unit strides (one phase plane of g.rows x g.cols
+// positions, then slack): quad q's codes are `quad(q)`, 4 channels [h][w] `cstride` apart; the padding positions and
+// the slack get 0x80 (the code 0, sign-flipped), as build_phases + interleave_quads would write them. Returns the OR
+// of the codes (the padding's 0 adds nothing).
+template <class QuadFn>
+uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w, const ConvAttrs& a,
+                         const PhaseGrid& g, uint8_t* dst) {
+  const int64_t cols = g.cols, rows = g.rows, plane = g.plane;
+  const int64_t f = std::clamp<int64_t>(a.pl, 0, cols), e = std::max(f, std::min(cols, w + a.pl));
+  const int64_t top = std::min<int64_t>(a.pt, rows), last_row = std::max(top, std::min<int64_t>(rows, a.pt + h));
+  uint8_t any = 0;
+  for (int64_t q = 0; q < quads; ++q) {
+    uint8_t* qd = dst + 4 * q * plane;
+    const int8_t* src = quad(q);
+    std::memset(qd, 0x80, static_cast<size_t>(4 * top * cols));
+    for (int64_t yy = top; yy < last_row; ++yy) {
+      uint8_t* r = qd + 4 * yy * cols;
+      std::memset(r, 0x80, static_cast<size_t>(4 * f));
+      if (e > f)
+        any = static_cast<uint8_t>(any | interleave_quad(src + (yy - a.pt) * w + f - a.pl, cstride, e - f, r + 4 * f));
+      std::memset(r + 4 * e, 0x80, static_cast<size_t>(4 * (cols - e)));
+    }
+    std::memset(qd + 4 * last_row * cols, 0x80, static_cast<size_t>(4 * (plane - last_row * cols)));
+  }
   return any;
 }
 
@@ -535,8 +583,23 @@ void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const
   run_gemm(x, xs, ep, nullptr, &sink, par, kernel);
 }
 
+bool Conv2d::quad_fill_ok(const Shape& xs) const {
+  if (!quad_ || a_.sh != 1 || a_.sw != 1) return false;
+  const Shape os = output_shape(xs);
+  return cg_ * phase_grid(xs[2], xs[3], a_, os[2], os[3]).channel_bytes() <= kQuadMaxBytes;
+}
+
+void Conv2d::run_raw_fill(const QuadFill& fill, const Shape& xs, const Epilogue& ep, const RawSink& sink,
+                          const Parallel& par, Kernel kernel) const {
+  if (!quad_fill_ok(xs)) throw_error("run_raw_fill: this convolution does not take the unit-stride channel-quad path");
+  if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw_fill: the epilogue must produce raw sums");
+  const Shape os = output_shape(xs);
+  if (os[0] == 0 || os[2] * os[3] == 0) return;
+  run_gemm(nullptr, xs, ep, nullptr, &sink, par, kernel, &fill);
+}
+
 void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const RawSink* sink,
-                      const Parallel& par, Kernel kernel) const {
+                      const Parallel& par, Kernel kernel, const QuadFill* fill) const {
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
   const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
@@ -550,7 +613,10 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     // copied from them (pack_panel_quads); only the output's pixels are computed, so the GEMM writes NCHW directly.
     const int64_t taps = a_.kh * a_.kw, quads = cg_ / 4, kgroups = taps * quads, cbytes = g.channel_bytes();
     const int64_t bytes = cg_ * cbytes;
-    int8_t* const buf = thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(2 * bytes));
+    // Unit strides: the quad planes straight from the code rows (build_quads_unit), no phase planes in between.
+    const bool unit = a_.sh == 1 && a_.sw == 1;
+    int8_t* const buf =
+        thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(unit ? bytes : 2 * bytes));
     auto* const qplanes = reinterpret_cast<uint8_t*>(buf);  // [quad][phase][position][4]
     int8_t* const planes = buf + bytes;                      // build_phases' [channel][phase][position]
     // Run of k-group (tap t, quad q): the tap's phase plane in quad q at the tap's offset (tap_run's arithmetic);
@@ -567,12 +633,30 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     uint8_t task_or[64] = {};
     for (int64_t b = 0; b < n; ++b) {
       for (int64_t gi = 0; gi < a_.group; ++gi) {
-        const int8_t* xg = x + (b * c + gi * cg_) * h * w;
+        const int8_t* xg = x == nullptr ? nullptr : x + (b * c + gi * cg_) * h * w;
         par(build_tasks, [&](size_t t) {
           const int64_t q0 = quads * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
           const int64_t q1 = quads * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
-          build_phases(xg + 4 * q0 * h * w, 4 * (q1 - q0), h, w, a_, g, planes + 4 * q0 * cbytes);
-          task_or[t] = interleave_quads(planes + 4 * q0 * cbytes, q1 - q0, cbytes, qplanes + 4 * q0 * cbytes);
+          uint8_t* const qd = qplanes + 4 * q0 * cbytes;
+          if (unit && fill != nullptr) {
+            // Each quad's codes written by the caller into a small buffer (L1), then straight into the quad planes.
+            thread_local std::vector<int8_t> t_quad;
+            if (t_quad.size() < static_cast<size_t>(4 * h * w)) t_quad.resize(static_cast<size_t>(4 * h * w));
+            int8_t* const qbuf = t_quad.data();
+            task_or[t] = build_quads_unit(
+                [&](int64_t q) {
+                  (*fill)(b, gi * cg_ + 4 * (q0 + q), qbuf);
+                  return static_cast<const int8_t*>(qbuf);
+                },
+                h * w, q1 - q0, h, w, a_, g, qd);
+          } else if (unit) {
+            const int8_t* const xq = xg + 4 * q0 * h * w;
+            task_or[t] = build_quads_unit([&](int64_t q) { return xq + 4 * q * h * w; }, h * w, q1 - q0, h, w, a_, g,
+                                          qd);
+          } else {
+            build_phases(xg + 4 * q0 * h * w, 4 * (q1 - q0), h, w, a_, g, planes + 4 * q0 * cbytes);
+            task_or[t] = interleave_quads(planes + 4 * q0 * cbytes, q1 - q0, cbytes, qd);
+          }
         });
         uint8_t any = 0;
         for (size_t t = 0; t < build_tasks; ++t) any = static_cast<uint8_t>(any | task_or[t]);

@@ -67,12 +67,23 @@ class Conv2d {
   // !gemm_path() or ep.kind != kRaw.
   void run_raw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
                const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  // Writes the int8 codes of the 4 input channels [c, c + 4) of image b, [4][h][w], at dst: run_raw_fill's source,
+  // so that a caller can quantize each quad of channels straight into the engine's planes (through a buffer that
+  // stays in L1) instead of materializing the codes tensor.
+  using QuadFill = std::function<void(int64_t b, int64_t c, int8_t* dst)>;
+  // run_raw_fill applies to an input of shape xs: the channel-quad path with unit strides.
+  bool quad_fill_ok(const Shape& xs) const;
+  // run_raw() with the input's codes taken from `fill` quad by quad, each code written once into the channel-quad
+  // planes the kernel reads (padding: the code 0). Same sums as run_raw() on the codes `fill` writes. Throws Error when
+  // !quad_fill_ok(xs) or ep.kind != kRaw.
+  void run_raw_fill(const QuadFill& fill, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
+                    const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
   ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
 
  private:
   void run_gemm(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const RawSink* sink,
-                const gemm::Parallel& par, gemm::Kernel kernel) const;
+                const gemm::Parallel& par, gemm::Kernel kernel, const QuadFill* fill = nullptr) const;
   ConvAttrs a_;
   int64_t m_, cg_;
   bool depthwise_;

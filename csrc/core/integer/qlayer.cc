@@ -356,14 +356,36 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   if (xnor_ && kernel == gemm::Kernel::kAuto)
     return planes_ ? run_planes(x, xs, os, out, par) : run_xnor(x, xs, os, out, par);
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
-  int8_t* codes = scratch(t_codes, n_in);
-  quantize_codes(act_, x, codes, n_in);
   // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
   const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
+  int64_t band = 0;
   if (!engine_pads && checked_mul(n_out, 4) > kBandMinBytes) {  // n_out > 0: os[3] > 0
-    const int64_t band = std::max<int64_t>(1, kBandAccBytes / checked_mul(checked_mul(m_, os[3]), 4));
-    if (os[2] >= 2 * band) return run_bands(codes, xs, os, band, out, par, kernel);
+    const int64_t rows = std::max<int64_t>(1, kBandAccBytes / checked_mul(checked_mul(m_, os[3]), 4));
+    if (os[2] >= 2 * rows) band = rows;
   }
+  gemm::Epilogue ep;
+  ep.kind = gemm::OutKind::kRaw;
+  ep.x_max = nonneg_max(act_);
+  const int64_t oh = os[2], ow = os[3], mg = m_ / a_.group;
+  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  auto sink = [&](int64_t b, int64_t g, const int32_t* sums, int64_t stride) {
+    const int64_t j0 = g * mg;
+    grid_fn(sums, stride, out + (b * m_ + j0) * oh * ow, mg, oh, ow, corr_.data() + j0, s_.data() + j0,
+            b_.data() + j0, relu_);
+  };
+  if (band == 0 && !explicit_pad_ && n_out > 0 && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
+    // Unit-stride channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer and
+    // from there straight into the quad planes the kernel reads; no codes tensor, no phase planes.
+    const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
+    const int64_t c = xs[1], h = xs[2], w = xs[3];
+    conv_.run_raw_fill(
+        [&](int64_t b, int64_t ch, int8_t* dst) { quant(act_, x + (b * c + ch) * h * w, dst, 4 * h * w); },
+        xs, ep, sink, par, kernel);
+    return;
+  }
+  int8_t* codes = scratch(t_codes, n_in);
+  quantize_codes(act_, x, codes, n_in);
+  if (band > 0) return run_bands(codes, xs, os, band, out, par, kernel);
   const int8_t* engine_in = codes;
   Shape es = xs;
   if (explicit_pad_) {
@@ -374,22 +396,10 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};
   }
-  gemm::Epilogue ep;
-  ep.kind = gemm::OutKind::kRaw;
-  ep.x_max = nonneg_max(act_);
   if (conv_.gemm_path()) {
     // Each image's sums are rescaled while they are in cache, straight from the engine's grid (no int32 output
     // tensor, no copy of the valid columns).
-    const int64_t oh = os[2], ow = os[3], mg = m_ / a_.group;
-    const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
-    conv_.run_raw(
-        engine_in, es, ep,
-        [&](int64_t b, int64_t g, const int32_t* sums, int64_t stride) {
-          const int64_t j0 = g * mg;
-          grid_fn(sums, stride, out + (b * m_ + j0) * oh * ow, mg, oh, ow, corr_.data() + j0, s_.data() + j0,
-                  b_.data() + j0, relu_);
-        },
-        par, kernel);
+    conv_.run_raw(engine_in, es, ep, sink, par, kernel);
     return;
   }
   int32_t* acc = scratch(t_acc, n_out);

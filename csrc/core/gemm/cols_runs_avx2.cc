@@ -59,7 +59,6 @@ template <int MR>
 void tile_runs16(const TileArgs& t, const uint8_t* const* runs, int64_t off0, int64_t off1, int ci) {
   const __m256i z = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const int64_t flush = t.nonneg_flush;
   __m256i acc[12] = {};  // chunk ci's pixels of row r in acc[r], chunk ci + 1's in acc[6 + r]
   for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = _mm256_set1_epi32(t.corr[r]);
@@ -69,8 +68,7 @@ void tile_runs16(const TileArgs& t, const uint8_t* const* runs, int64_t off0, in
     const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
     for (int64_t g = g0; g < g1; ++g) {
       const uint8_t* q = runs[g];
-      const __m256i x0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + off0)), flip);
-      const __m256i x1 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + off1)), flip);
+      const __m256i x0 = load_flip80(q + off0), x1 = load_flip80(q + off1);
       OQ_RROWS(OQ_R2ROW)
       a += kMR * 4;
     }

@@ -207,7 +207,7 @@ void nonneg16(const TileArgs& t, int c0, int64_t flush, const LoadX& load_x) {
   for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
     const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
     for (int64_t g = g0; g < g1; ++g) {
-      const __m256i x0 = load_x(b), x1 = load_x(b + 32);
+      const __m256i x0 = kBiased ? load_x(b) : load_flip80(b), x1 = kBiased ? load_x(b + 32) : load_flip80(b + 32);
       OQ_ROWS(OQ_N2ROW)
       a += kMR * 4;
       b += kPanel * 4;

@@ -89,3 +89,25 @@ def test_quad_conv_nonneg_worst_case_sums(kernel):
         want = ref.conv2d_acc(x, wt, None, (1, 1), (1, 1, 1, 1), (1, 1), 1).astype(np.int32)
         assert_bitexact(got, want)
         assert np.abs(want).max() == 40 * 9 * 127 * abs(wv)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("x_max,w_max", [(15, 8), (63, 32), (3, 127)])
+def test_quad_conv_narrow_codes(kernel, case, x_max, w_max, rng):
+    # Narrow codes (integer mode's 2- to 6-bit activations): the int16 sums of the in-place kernel last for several
+    # k-groups (32767 // (2 * x_max * max|w|): 136, 8, 43) and it reads two 8-pixel chunks per k-group while two are
+    # left in a unit; random data (chunks must not trade places), then the largest sums each bound allows.
+    n, c, h, w, m, kh, kw, g = *case[:7], case[10]
+    x = rng.integers(0, x_max + 1, (n, c, h, w), dtype=np.int8)
+    x.reshape(-1)[0] = x_max
+    wt = rng.integers(-w_max, min(w_max, 127) + 1, (m, c // g, kh, kw), dtype=np.int8)
+    wt.reshape(-1)[0] = -w_max
+    b = rng.integers(-5000, 5000, m).astype(np.int32)
+    _check(x, wt, b, case, kernel)
+    s, p, d, g = case[7:]
+    x[...] = x_max
+    wt[...] = -w_max
+    wt[1::2] = min(w_max, 127)
+    got = _C.conv2d(x, wt, None, strides=list(s), pads=list(p), dilations=list(d), group=g, kind="raw", kernel=kernel)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))

@@ -427,3 +427,32 @@ def test_rows_minus_128_weights_signed(kernel, m, n, k, rng):
         b = None if kind == "raw" else bias
         want = _expected(acc if b is None else acc + bias, kind, 2.0**-7)
         assert_bitexact(packed.run(a, b, kernel=kernel, **_epilogue(kind, 2.0**-7)), want)
+
+
+# The cols kernel for activations in [0, 127] runs 16 pixels per tile while 16 are left and the int16 sums last more
+# than one k-group (else 8): pixel counts around 16, weight rows around the 6-row blocks, and reductions that end
+# exactly at, one k-group after, and one k-group before a widening of the int16 sums.
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("bound,w_max", [(1, 127), (3, 64), (15, 127), (63, 127), (15, 7), (63, 2)])
+@pytest.mark.parametrize("pixels", [15, 16, 17, 24, 40, 72, 130])
+def test_nonneg_sixteen_pixel_tiles(kernel, bound, w_max, pixels, rng):
+    flush = 32767 // (2 * bound * max(w_max, 128 if w_max == 127 else w_max))
+    assert flush > 1
+    for m in (1, 5, 7, 13):
+        for kgroups in (flush, flush + 1, 2 * flush - 1):
+            k = 4 * kgroups - 1  # the last k-group padded
+            # Worst-case int16 sums: x = bound everywhere against w = -128 (or -w_max) / w_max everywhere, rows
+            # alternating, then random data (pixels and rows must not trade places between the two pixel vectors).
+            x = np.full((k, pixels), bound, np.int8)
+            w = np.full((m, k), -128 if w_max == 127 else -w_max, np.int8)
+            w[1::2] = w_max
+            xr = rng.integers(0, bound + 1, (k, pixels), dtype=np.int8)
+            xr[0, 0] = bound
+            wr = rng.integers(-w_max - (w_max == 127), w_max + 1, (m, k), dtype=np.int8)
+            for xx, ww in ((x, w), (xr, wr)):
+                assert _C.gemm_proven_x_max(xx) == bound
+                acc = np.asarray(ww, np.int64) @ np.asarray(xx, np.int64)
+                assert_bitexact(_C.gemm_cols(ww, xx, kind="raw", kernel=kernel), acc.astype(np.int32))
+                bias = rng.integers(-(2**20), 2**20, m).astype(np.int32)
+                want = _expected(acc + bias[:, None], "int16", 2.0**-5)
+                assert_bitexact(_C.gemm_cols(ww, xx, bias, kernel=kernel, **_epilogue("int16", 2.0**-5)), want)

@@ -1,6 +1,8 @@
 // gemm_cols_runs (cols_runs.h): tile_nonneg of kernel_avx2.cc with its pixel operand read from the channel-quad
-// runs instead of a packed panel. Tile: 8 pixels x MR <= 6 weight rows; int16 pair sums for nonneg_flush k-groups,
-// then widened into int32 accumulators that start at the rows' corrections (the shared epilogue subtracts them).
+// runs instead of a packed panel. Tile: 16 pixels (two 8-pixel chunks) x MR <= 6 weight rows while two chunks are
+// left and nonneg_flush > 1 (the int32 sums in memory, touched once per widening), else 8 pixels x MR; int16 pair
+// sums for nonneg_flush k-groups, then widened into int32 accumulators that start at the rows' corrections (the
+// shared epilogue subtracts them).
 #include "core/simd.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@ namespace avx2 {
 namespace {
 
 #include "core/gemm/epilogue_avx2.inc"
+#include "core/gemm/nonneg_step_avx2.inc"
 
 #define OQ_RROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define OQ_RDECL(r) __m256i acc##r = MR > r ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
@@ -41,6 +44,40 @@ namespace {
 #define OQ_ROUT(r) \
   if constexpr (MR > r) s[r] = acc##r;
 
+#define OQ_R2DECL(r) __m256i l##r = z, h##r = z;
+#define OQ_R2ROW(r) \
+  if constexpr (MR > r) nonneg_step2(l##r, h##r, x0, x1, a + 4 * r);
+#define OQ_R2FLUSH(r)                                                           \
+  if constexpr (MR > r) {                                                       \
+    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(l##r, ones));           \
+    acc[6 + r] = _mm256_add_epi32(acc[6 + r], _mm256_madd_epi16(h##r, ones));   \
+    l##r = h##r = z;                                                            \
+  }
+
+// Chunks ci and ci + 1 of tile_runs (nonneg_flush > 1): 16 pixels per k-group, 12 int16 accumulators.
+template <int MR>
+void tile_runs16(const TileArgs& t, const uint8_t* const* runs, int64_t off0, int64_t off1, int ci) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int64_t flush = t.nonneg_flush;
+  __m256i acc[12] = {};  // chunk ci's pixels of row r in acc[r], chunk ci + 1's in acc[6 + r]
+  for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = _mm256_set1_epi32(t.corr[r]);
+  OQ_RROWS(OQ_R2DECL)
+  const auto* a = static_cast<const uint8_t*>(t.a);
+  for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
+    const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* q = runs[g];
+      const __m256i x0 = load_flip80(q + off0), x1 = load_flip80(q + off1);
+      OQ_RROWS(OQ_R2ROW)
+      a += kMR * 4;
+    }
+    OQ_RROWS(OQ_R2FLUSH)
+  }
+  epilogue8_any<true>(t, acc, MR, 8 * ci, 8);
+  epilogue8_any<true>(t, acc + 6, MR, 8 * ci + 8, 8);
+}
+
 // Pixels [p0, p0 + 8 * chunks) (p0 a multiple of 8) of one weight block: chunk i reads runs[g] + pos[i].
 template <int MR, bool kOne>
 void tile_runs(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos, int chunks) {
@@ -49,6 +86,13 @@ void tile_runs(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const int64_t flush = t.nonneg_flush;
   for (int ci = 0; ci < chunks; ++ci) {
+    if constexpr (!kOne) {
+      if (flush > 1 && ci + 1 < chunks) {
+        tile_runs16<MR>(t, runs, pos[ci], pos[ci + 1], ci);
+        ++ci;
+        continue;
+      }
+    }
     OQ_RROWS(OQ_RDECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
     const int64_t off = pos[ci];
@@ -82,6 +126,9 @@ void tile_runs(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos
 #undef OQ_RFLUSH
 #undef OQ_R1ROW
 #undef OQ_ROUT
+#undef OQ_R2DECL
+#undef OQ_R2ROW
+#undef OQ_R2FLUSH
 
 template <bool kOne>
 void tile_runs_any(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos, int chunks) {

@@ -22,6 +22,7 @@ namespace ortquant::gemm::avx2 {
 namespace {
 
 #include "core/gemm/epilogue_avx2.inc"
+#include "core/gemm/nonneg_step_avx2.inc"
 
 // Named accumulators (GCC keeps an array of vectors in memory); unused ones are optimized away.
 #define OQ_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5)
@@ -158,8 +159,9 @@ void tile_xsign(const TileArgs& t) {
 // int16 (vpaddw) for `nonneg_flush` k-groups, a count that cannot overflow int16 (gemm.cc), then widened into the
 // int32 accumulators with vpmaddwd(ones): 2 vector ops per 32 multiply-adds in the inner loop where the sign kernel
 // needs 4. Integer mode's 2- to 7-bit unsigned activations take this path.
-// Tile: 8 pixels x MR <= 6 weight rows, 6 int16 and 6 int32 accumulators in registers (a 16-pixel tile needs 12
-// int16 accumulators, and GCC then spills them on every k-group: measured 20 % slower).
+// Tile: 16 pixels x MR <= 6 weight rows where 16 pixels are left and nonneg_flush > 1 (nonneg_step2 below: 12
+// int16 accumulators in registers, the int32 sums in memory, touched once per widening, 0.5 weight broadcasts per
+// vpmaddubsw); otherwise 8 pixels x MR, 6 int16 and 6 int32 accumulators in registers.
 #define OQ_NDECL(r) __m256i acc##r = MR > r && !kBiased ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
 #define OQ_NROW(r)                                                                  \
   if constexpr (MR > r) {                                                           \
@@ -182,6 +184,40 @@ void tile_xsign(const TileArgs& t) {
     acc##r = _mm256_add_epi32(acc##r, _mm256_madd_epi16(_mm256_maddubs_epi16(xv, wb), ones));               \
   }
 
+#define OQ_N2DECL(r) __m256i l##r = z, h##r = z;
+#define OQ_N2ROW(r) \
+  if constexpr (MR > r) nonneg_step2(l##r, h##r, x0, x1, a + 4 * r);
+#define OQ_N2FLUSH(r)                                                       \
+  if constexpr (MR > r) {                                                   \
+    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(l##r, ones));       \
+    acc[6 + r] = _mm256_add_epi32(acc[6 + r], _mm256_madd_epi16(h##r, ones)); \
+    l##r = h##r = z;                                                        \
+  }
+
+// Pixels [c0, c0 + 16) of tile_nonneg (flush > 1); x0 and x1 load the k-group's two pixel vectors from b.
+template <int MR, bool kBiased, class LoadX>
+void nonneg16(const TileArgs& t, int c0, int64_t flush, const LoadX& load_x) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[12] = {};  // pixels 0-7 of row r in acc[r], pixels 8-15 in acc[6 + r]
+  for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = kBiased ? z : _mm256_set1_epi32(t.corr[r]);
+  OQ_ROWS(OQ_N2DECL)
+  const auto* a = static_cast<const uint8_t*>(t.a);
+  const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+  for (int64_t g0 = 0; g0 < t.kgroups; g0 += flush) {
+    const int64_t g1 = t.kgroups - g0 < flush ? t.kgroups : g0 + flush;
+    for (int64_t g = g0; g < g1; ++g) {
+      const __m256i x0 = kBiased ? load_x(b) : load_flip80(b), x1 = kBiased ? load_x(b + 32) : load_flip80(b + 32);
+      OQ_ROWS(OQ_N2ROW)
+      a += kMR * 4;
+      b += kPanel * 4;
+    }
+    OQ_ROWS(OQ_N2FLUSH)
+  }
+  epilogue8_any<true>(t, acc, MR, c0, 8);
+  epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
+}
+
 // kBiased (TileArgs::biased_flush > 0, any activations, |w| <= 64): the same schedules on the panel bytes x + 128 as
 // they are (no xor), the accumulators starting at 0 instead of the correction: their sum is sum (x + 128) w =
 // sum x w + 128 rowsum(w), from which the shared epilogue subtracts the correction.
@@ -196,6 +232,13 @@ void tile_nonneg(const TileArgs& t) {
     return kBiased ? v : _mm256_xor_si256(v, flip);
   };
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
+    if constexpr (!kOne) {
+      if (flush > 1 && t.nr - c0 >= 16) {
+        nonneg16<MR, kBiased>(t, c0, flush, load_x);
+        c0 += 8;
+        continue;
+      }
+    }
     OQ_ROWS(OQ_NDECL)
     const auto* a = static_cast<const uint8_t*>(t.a);
     const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
@@ -230,6 +273,9 @@ void tile_nonneg(const TileArgs& t) {
 #undef OQ_NFLUSH
 #undef OQ_NOUT
 #undef OQ_N1ROW
+#undef OQ_N2DECL
+#undef OQ_N2ROW
+#undef OQ_N2FLUSH
 
 // Rows orientation (activations broadcast, weights in lanes), weights without -128: the same exact vpmaddubsw
 // product, the activation's |x| and sign taken once per row and k-group and used for the weight vectors.

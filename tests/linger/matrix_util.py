@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from conftest import NP_TO_ONNX, make_node_model, run_model
+from conftest import NP_TO_ONNX, assert_bitexact, make_node_model, run_model
 from ortquant import _C
 from ortquant.reference import linger_matrix as ref
 
@@ -24,6 +24,26 @@ def int8_data(rng: np.random.Generator, shape: tuple[int, ...], extreme: float =
     edges = np.array([-128, 127, -128, -1, 0, 1], np.int8)
     flat[: min(edges.size, flat.size)] = edges[: flat.size]
     return x
+
+
+def check_conv_epilogues(
+    x: np.ndarray, wt: np.ndarray, b: np.ndarray | None, case: tuple, kernel: str, threads: int = 1
+) -> None:
+    """One convolution (``case[7:]`` = strides, pads, dilations, group) through ``_C.conv2d`` with every epilogue,
+    bit for bit against the reference: int8 with a general and a power-of-two ratio (the int32 shift epilogue) and a
+    narrow range, int16, float and the raw int32 sums."""
+    s, p, d, g = case[7:]
+    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, threads=threads)
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
+    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), lo=-8.0, hi=7.0, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 4, s, p, d, g))
+    got = _C.conv2d(x, wt, b, kind="int16", ratio=1.0 / 8, lo=-32768.0, hi=32767.0, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 8.0, 1.0, 1.0, 16, s, p, d, g))
+    got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, **args)
+    assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, g))
+    got = _C.conv2d(x, wt, None, kind="raw", **args)
+    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
 
 
 def out_attrs(o_bits: int | None, scale_o: float | None, **scales: float) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matrix_util import KERNELS, int8_data
+from matrix_util import KERNELS, check_conv_epilogues, int8_data
 
 from conftest import assert_bitexact
 from ortquant import _C
@@ -38,22 +38,6 @@ CASES = [
 ]
 
 
-def _check(x, wt, b, case, kernel, threads=1):
-    s, p, d, g = case[7:]
-    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, threads=threads)
-    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
-    # A power-of-two ratio with a narrow range (the int32 shift epilogue), int16, float and raw sums.
-    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), lo=-8.0, hi=7.0, **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 4, s, p, d, g))
-    got = _C.conv2d(x, wt, b, kind="int16", ratio=1.0 / 8, lo=-32768.0, hi=32767.0, **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 8.0, 1.0, 1.0, 16, s, p, d, g))
-    got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, g))
-    got = _C.conv2d(x, wt, None, kind="raw", **args)
-    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
-
-
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("case", CASES)
 def test_grid_conv_signed(kernel, case, rng):
@@ -61,7 +45,7 @@ def test_grid_conv_signed(kernel, case, rng):
     x = int8_data(rng, (n, c, h, w), extreme=0.2)
     wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.2)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
-    _check(x, wt, b, case, kernel)
+    check_conv_epilogues(x, wt, b, case, kernel)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -74,7 +58,7 @@ def test_grid_conv_nonneg_symmetric_weights(kernel, case, rng):
     x.reshape(-1)[: max(1, x.size // 4)] = 127
     wt = np.maximum(int8_data(rng, (m, c // g, kh, kw), extreme=0.3), -127).astype(np.int8)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
-    _check(x, wt, b, case, kernel, threads=2)
+    check_conv_epilogues(x, wt, b, case, kernel, threads=2)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -103,4 +87,4 @@ def test_grid_conv_some_panels_signed(kernel, case, rng):
     x[-1, -1, -1, -1] = -1
     wt = np.maximum(int8_data(rng, (m, c // g, kh, kw), extreme=0.3), -127).astype(np.int8)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
-    _check(x, wt, b, case, kernel)
+    check_conv_epilogues(x, wt, b, case, kernel)

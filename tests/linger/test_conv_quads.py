@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from matrix_util import KERNELS, int8_data
+from matrix_util import KERNELS, check_conv_epilogues, int8_data
 
 from conftest import assert_bitexact
 from ortquant import _C
@@ -40,21 +40,6 @@ CASES = [
 ]
 
 
-def _check(x, wt, b, case, kernel, threads=1):
-    s, p, d, g = case[7:]
-    args = dict(strides=list(s), pads=list(p), dilations=list(d), group=g, kernel=kernel, threads=threads)
-    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 8, s, p, d, g))
-    got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), lo=-8.0, hi=7.0, **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 4, s, p, d, g))
-    got = _C.conv2d(x, wt, b, kind="int16", ratio=1.0 / 8, lo=-32768.0, hi=32767.0, **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 8.0, 1.0, 1.0, 16, s, p, d, g))
-    got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, **args)
-    assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, g))
-    got = _C.conv2d(x, wt, None, kind="raw", **args)
-    assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, g).astype(np.int32))
-
-
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("case", CASES)
 def test_quad_conv_signed(kernel, case, rng):
@@ -62,7 +47,7 @@ def test_quad_conv_signed(kernel, case, rng):
     x = int8_data(rng, (n, c, h, w), extreme=0.2)
     wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.2)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
-    _check(x, wt, b, case, kernel)
+    check_conv_epilogues(x, wt, b, case, kernel)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -75,7 +60,7 @@ def test_quad_conv_nonneg(kernel, case, rng):
     x.reshape(-1)[: max(1, x.size // 4)] = 127
     wt = int8_data(rng, (m, c // g, kh, kw), extreme=0.3)
     b = rng.integers(-5000, 5000, m).astype(np.int32)
-    _check(x, wt, b, case, kernel, threads=2)
+    check_conv_epilogues(x, wt, b, case, kernel, threads=2)
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -104,7 +89,7 @@ def test_quad_conv_narrow_codes(kernel, case, x_max, w_max, rng):
     wt = rng.integers(-w_max, min(w_max, 127) + 1, (m, c // g, kh, kw), dtype=np.int8)
     wt.reshape(-1)[0] = -w_max
     b = rng.integers(-5000, 5000, m).astype(np.int32)
-    _check(x, wt, b, case, kernel)
+    check_conv_epilogues(x, wt, b, case, kernel)
     s, p, d, g = case[7:]
     x[...] = x_max
     wt[...] = -w_max

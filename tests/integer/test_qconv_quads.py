@@ -3,7 +3,8 @@
 codes of integer mode are read in place when output rows are a multiple of 8 pixels), bit for bit against the numpy
 reference of the contract (exact sums, one float64 rescale per output channel), on every ISA path and engine kernel.
 Shapes of the small convolutional layers integer mode runs at batch 8 and their edges: M not a multiple of the
-6-row tile, long reductions, batches, pads, stride 2, dilation, groups, output rows that are not a multiple of 8."""
+6-row tile, long reductions, batches, pads, stride 2, dilation, groups, output rows that are not a multiple of 8;
+and large images, whose quad planes are built and reduced in bands of output rows."""
 
 from __future__ import annotations
 
@@ -35,7 +36,12 @@ CASES = [
     ((1, 4, 12, 20), (3, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),  # dilation 2, 20-pixel rows
     ((2, 4, 5, 3), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3-pixel rows
     ((1, 12, 7, 8), (4, 1, 1), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 1x1 with padding
-    ((1, 64, 62, 64), (6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # quad planes over 256 KiB: the old packer
+    # Quad planes over 256 KiB: bands of output rows (Conv2d::run_raw_bands), each band's planes built from the input
+    # rows it reads (halo rows, the padding rows at both ends), its sums rescaled per band.
+    ((1, 64, 62, 64), (6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 2 bands: 60 + 2 rows
+    ((2, 32, 90, 88), (5, 3, 3), (1, 1), (2, 0, 1, 3), (1, 1), 1),  # batch 2, uneven pads, 89-pixel rows: 73 + 18
+    ((1, 64, 96, 96), (4, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 2),  # groups, dilation 2 (4 halo rows): 77 + 19
+    ((1, 16, 130, 130), (4, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 1),  # 5x5: three bands of 63, 63, 4 rows
 ]
 
 ACTS = [

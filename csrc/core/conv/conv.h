@@ -78,6 +78,18 @@ class Conv2d {
   // !quad_fill_ok(xs) or ep.kind != kRaw.
   void run_raw_fill(const QuadFill& fill, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
                     const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  // The sums of output rows [y0, y1) of image b and group g: [m/group][y1 - y0][ow] int32, contiguous. Called on
+  // run_raw_bands()'s calling thread.
+  using BandSink = std::function<void(int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums)>;
+  // run_raw_bands applies to an input of shape xs: a channel-quad layer with unit strides whose quad planes are
+  // larger than the whole-image channel-quad path keeps in L2 (kQuadMaxBytes, conv.cc).
+  bool bands_ok(const Shape& xs) const;
+  // run_raw() in bands of output rows: per band, only the input rows it reads are interleaved into channel-quad
+  // planes (padding: the code 0), its pixel panels are copied from them, and `sink` gets the band's sums while they
+  // are in cache (no whole-image int32 grid). Same sums as run_raw(). Throws Error when !bands_ok(xs) or
+  // ep.kind != kRaw.
+  void run_raw_bands(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const BandSink& sink,
+                     const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
   ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
 

@@ -396,6 +396,19 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};
   }
+  if (conv_.gemm_path() && conv_.bands_ok(es)) {
+    // Quad planes larger than L2 keeps: bands of output rows, each rescaled while its sums are in cache.
+    conv_.run_raw_bands(
+        engine_in, es, ep,
+        [&](int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums) {
+          const int64_t j0 = g * mg, rows = y1 - y0;
+          for (int64_t j = j0; j < j0 + mg; ++j)
+            grid_fn(sums + (j - j0) * rows * ow, ow, out + ((b * m_ + j) * oh + y0) * ow, 1, rows, ow,
+                    corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+        },
+        par, kernel);
+    return;
+  }
   if (conv_.gemm_path()) {
     // Each image's sums are rescaled while they are in cache, straight from the engine's grid (no int32 output
     // tensor, no copy of the valid columns).

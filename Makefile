@@ -119,6 +119,7 @@ ISAS_TESTS ?= tests/qonnx/test_quant.py tests/qonnx/test_quant_pow2.py tests/qon
   tests/integer/test_qlayer.py tests/integer/test_models_integer.py tests/linger/test_activation.py \
   tests/linger/test_elementwise.py tests/linger/test_gemm.py tests/linger/test_linear.py tests/linger/test_conv.py \
   tests/linger/test_conv_grid.py tests/linger/test_conv_quads.py tests/integer/test_qconv_quads.py \
+  tests/transforms/test_integer_maxpool.py \
   tests/linger/test_convtranspose.py tests/linger/test_bmm.py tests/linger/test_matrix_conformance.py \
   tests/linger/test_lstm.py tests/linger/test_gru.py
 test-isas: venv

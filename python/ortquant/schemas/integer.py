@@ -32,6 +32,9 @@ _CONV = [
     Attr("group", AttrType.INT, 1),
 ]
 
+_POOL = Attr("pool", AttrType.INTS, doc="[pH, pW]: a fused MaxPool of window and stride [pH, pW] (no pads, floor "
+             "rounding) on the output (transforms/integer_maxpool.py); absent or [1, 1]: none")  # fmt: skip
+
 
 def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
     x, w = input_shape(ctx, 0), input_shape(ctx, 1)
@@ -41,7 +44,11 @@ def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
     s, d, p = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1), _ints(ctx, "pads", 4, 0)
     k = attr(ctx, "kernel_shape")
     k = list(k) if k is not None and len(k) == 2 else w[2:]
-    set_output(ctx, 0, TensorProto.FLOAT, [x[0], w[0], *_spatial(x, k, s, d, p, False, [0, 0])])
+    spatial = _spatial(x, k, s, d, p, False, [0, 0])
+    pool = attr(ctx, "pool")
+    if pool is not None and len(pool) == 2:  # the fused max pool: window == strides, floor
+        spatial = [v // q if v is not None and q >= 1 else None for v, q in zip(spatial, pool, strict=True)]
+    set_output(ctx, 0, TensorProto.FLOAT, [x[0], w[0], *spatial])
 
 
 def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -66,8 +73,9 @@ def ops() -> list[Op]:
     ]
     out = [Param("Y", "tensor(float)")]
     return [
-        Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r].",
-           ins, out, [*_ACT, _XNOR, *_CONV], (), _infer_conv),
+        Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; "
+           "with pool = [pH, pW] then a max pool of that window and stride (no pads, floor).",
+           ins, out, [*_ACT, _XNOR, *_CONV, _POOL], (), _infer_conv),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

@@ -3,7 +3,9 @@
 // float64 per output channel, all three constant initializers; the activation quantizer as act_* attributes.
 // The math is core/integer/qlayer.h; this file only reads attributes, validates and calls it.
 #include <optional>
+#include <vector>
 
+#include "core/integer/pool.h"
 #include "core/integer/qlayer.h"
 #include "ort/kernels/integer/integer_ops.h"
 #include "ort/params.h"
@@ -80,20 +82,46 @@ class QConvKernel : public OpKernel {
     if (m % a.group != 0) throw_error("the weight's ", m, " output channels are not a multiple of group ", a.group);
     conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
                   channel_values(info, 3, "B", m), info.attr_bool("relu", false), info.attr_bool("xnor", true));
+    const std::vector<int64_t> pool = info.attr_ints("pool", {1, 1});
+    if (pool.size() != 2 || pool[0] < 1 || pool[1] < 1 || pool[0] > kMaxPool || pool[1] > kMaxPool)
+      throw_error("attribute 'pool' must be 2 window sizes [pH, pW] in 1..", kMaxPool, ", got ", shape_str(pool));
+    ph_ = pool[0], pw_ = pool[1];
   }
 
   void compute(KernelContext& ctx) const override {
     const TensorView x = ctx.required_input(0);
     expect_dtype(x, kFloat, "input X");
     if (x.shape.size() != 4) throw_error("input X must be 4-D [N, C, H, W], got shape ", shape_str(x.shape));
-    const Shape os = conv_->output_shape(x.shape);
+    const Shape cs = conv_->output_shape(x.shape);
+    if (ph_ == 1 && pw_ == 1) {
+      float* y = ctx.output_as<float>(0, cs);
+      if (shape_size(cs) == 0) return;
+      conv_->run(x.as<float>(), x.shape, y, parallel(ctx));
+      return;
+    }
+    // The fused max pool: each image's convolution output into a buffer that stays in cache, then pooled into Y.
+    if (cs[2] < ph_ || cs[3] < pw_)
+      throw_error("the convolution's output is ", cs[2], " x ", cs[3], ", smaller than the fused max pool window ",
+                  ph_, " x ", pw_);
+    const Shape os = {cs[0], cs[1], cs[2] / ph_, cs[3] / pw_};
     float* y = ctx.output_as<float>(0, os);
     if (shape_size(os) == 0) return;
-    conv_->run(x.as<float>(), x.shape, y, parallel(ctx));
+    const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
+    const int64_t in_each = shape_size(xs1), conv_each = shape_size({1, cs[1], cs[2], cs[3]});
+    const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
+    thread_local std::vector<float> t_conv;
+    if (t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
+    const gemm::Parallel par = parallel(ctx);
+    for (int64_t b = 0; b < cs[0]; ++b) {
+      conv_->run(x.as<float>() + b * in_each, xs1, t_conv.data(), par);
+      integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, y + b * out_each);
+    }
   }
 
  private:
+  static constexpr int64_t kMaxPool = 1 << 16;
   std::optional<integer::QConv> conv_;
+  int64_t ph_ = 1, pw_ = 1;  // the fused max pool's window (= strides); 1 x 1: none
 };
 
 class QGemmKernel : public OpKernel {
@@ -147,6 +175,17 @@ void infer_conv(const InferContext& ctx) {
     }
     y.dims.push_back(d);
     y.sym.push_back(d < 0 ? InferContext::fresh_dim() : std::string());
+  }
+  // The fused max pool (attribute pool: [pH, pW], window == strides, floor).
+  const std::vector<int64_t> pool = ctx.attr_ints("pool");
+  for (size_t i = 0; i < 2 && pool.size() == 2; ++i) {
+    if (y.dims[2 + i] >= 0 && pool[i] >= 1) {
+      y.dims[2 + i] /= pool[i];
+      y.sym[2 + i].clear();
+    } else if (pool[i] != 1) {
+      y.dims[2 + i] = -1;
+      y.sym[2 + i] = InferContext::fresh_dim();
+    }
   }
   for (size_t i = 0; i < y.rank(); ++i)
     if (y.dims[i] < 0 && y.sym[i].empty()) y.sym[i] = InferContext::fresh_dim();

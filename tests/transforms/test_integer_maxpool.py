@@ -1,0 +1,159 @@
+"""Integer mode's MaxPool fusion (``transforms/integer_maxpool.py``, the QConv op's ``pool`` attribute): a
+non-overlapping, unpadded MaxPool right after a lowered convolution runs inside the op. The expected outputs are
+computed here from the integer reference (act codes, an int64 convolution, one float64 rescale) and a numpy max
+over the windows, independent of the transform and of the op; the models run through ``ortquant.InferenceSession``."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from _integer_fixtures import init as _init
+from onnx import TensorProto, helper
+
+import ortquant
+from ortquant.reference import integer as iref
+from ortquant.reference import qonnx as qref
+from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
+
+Q = "qonnx.custom_op.general"
+
+
+def _params(rng: np.random.Generator, m: int, c: int, k: list[int]) -> dict[str, np.ndarray]:
+    return {
+        "w": (rng.standard_normal((m, c, *k)) * 0.3).astype(np.float32),
+        "ws": (0.01 + rng.random((m,) + (1,) * (1 + len(k))) * 0.05).astype(np.float32),
+        "wz": np.float32(0),
+        "wb": np.float32(4),
+        "as": np.float32(0.05),
+        "az": np.float32(0),
+        "ab": np.float32(4),
+        "cb": (rng.standard_normal(m) * 0.1).astype(np.float32),
+    }
+
+
+def _model(
+    x_shape: list, k: list[int], pool: dict, *, extra_output: bool = False, opset: int = 17
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Quant -> Conv (pads 1) -> Relu -> MaxPool(**pool) -> y; 1-D when len(k) == 1."""
+    p = _params(np.random.default_rng(7), 6, x_shape[1], k)
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
+        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),
+        helper.make_node("Conv", ["xq", "wq", "cb"], ["c"], name="conv", pads=[1] * (2 * len(k)), kernel_shape=k),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["y"], name="pool", **pool),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if extra_output:
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)], outputs,
+        initializer=[_init(name, v) for name, v in p.items()],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m, p
+
+
+def _want(x: np.ndarray, p: dict[str, np.ndarray], k: list[int], window: list[int]) -> np.ndarray:
+    """The integer-mode convolution (pads 1, Relu) of the reference, then a floor max pool of ``window``."""
+    wy = qref.quant(p["w"], p["ws"], p["wz"], p["wb"], signed=True, narrow=True, rounding_mode="ROUND")
+    codes = np.rint(wy.astype(np.float64) / p["ws"].astype(np.float64)).astype(np.int64)
+    a = iref.act_codes(x, float(p["as"]), 0.0, 4, False)
+    if len(k) == 1:  # as a 2-D layer of height 1
+        a, codes, window = a[:, :, None, :], codes[:, :, None, :], [1, *window]
+    pad_h = 1 if len(k) == 2 else 0
+    ap = np.pad(a, ((0, 0), (0, 0), (pad_h, pad_h), (1, 1)))
+    kh, kw = codes.shape[2:]
+    oh, ow = ap.shape[2] - kh + 1, ap.shape[3] - kw + 1
+    acc = np.zeros((a.shape[0], codes.shape[0], oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            acc += np.einsum("nchw,mc->nmhw", ap[:, :, i : i + oh, j : j + ow], codes[:, :, i, j])
+    s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64)
+    y = iref.rescale(acc, s, p["cb"].astype(np.float64), 1, relu=True)
+    ph, pw = window
+    n, m, h, w = y.shape
+    y = y[:, :, : h // ph * ph, : w // pw * pw].reshape(n, m, h // ph, ph, w // pw, pw).max(axis=(3, 5))
+    return y[:, :, 0, :] if len(k) == 1 else y
+
+
+@pytest.mark.parametrize(
+    "x_shape,window",
+    [
+        ([2, 4, 12, 16], [2, 2]),  # whole windows; 8-pixel output rows (the SSE2 loop)
+        ([3, 4, 11, 13], [2, 2]),  # odd sizes: the last row and column are dropped (floor)
+        ([1, 8, 9, 22], [3, 2]),  # 3-row windows, 11 outputs per row (SSE2 steps and a scalar tail)
+        ([2, 4, 10, 9], [2, 3]),  # 3-wide windows: the scalar loop
+    ],
+)
+def test_fused_2d_pool_matches_the_reference(x_shape, window):
+    m, p = _model(x_shape, [3, 3], {"kernel_shape": window, "strides": window})
+    prepared = ortquant.prepare_model(m, integer=True)
+    assert [n.op_type for n in prepared.graph.node] == ["QConv"], [n.op_type for n in prepared.graph.node]
+    pool = next(a for a in prepared.graph.node[0].attribute if a.name == "pool")
+    assert list(pool.ints) == window
+    x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    want = _want(x, p, [3, 3], window)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("opset", [11, 17])  # Squeeze takes axes as an attribute before opset 13
+def test_fused_1d_pool_behind_the_squeeze(opset):
+    m, p = _model([2, 4, 37], [3], {"kernel_shape": [2], "strides": [2]}, opset=opset)
+    prepared = ortquant.prepare_model(m, integer=True)
+    ops = [n.op_type for n in prepared.graph.node]
+    assert "MaxPool" not in ops and "QConv" in ops, ops
+    x = np.random.default_rng(2).standard_normal((2, 4, 37)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    want = _want(x, p, [3], [2])
+    assert got.shape == want.shape == (2, 6, 18)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "pool,extra_output",
+    [
+        ({"kernel_shape": [3, 3], "strides": [2, 2]}, False),  # overlapping windows
+        ({"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 1, 1]}, False),  # padded
+        ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, False),  # ceil rounding
+        ({"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 2]}, False),
+        ({"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "strides": [2, 2]}, False),
+        ({"kernel_shape": [2, 2], "strides": [2, 2]}, True),  # the convolution's output is also a graph output
+    ],
+)
+def test_other_pools_stay_as_they_are(pool, extra_output):
+    m, _ = _model([1, 4, 12, 12], [3, 3], pool, extra_output=extra_output)
+    lowered = ortquant.prepare_model(m, integer=True)
+    assert [n.op_type for n in lowered.graph.node] == ["QConv", "MaxPool"]
+    assert not any(a.name == "pool" for a in lowered.graph.node[0].attribute)
+    assert fuse_integer_maxpool(lowered) is lowered
+
+
+def test_a_model_without_qconv_is_returned_as_is():
+    m, _ = _model([1, 4, 12, 12], [3, 3], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    assert fuse_integer_maxpool(m) is m
+
+
+def test_a_pool_window_larger_than_the_output_is_a_clear_error():
+    m, _ = _model([1, 4, 12, 12], [3, 3], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    m.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "h"  # the height is not known when preparing
+    sess = ortquant.InferenceSession(m, integer=True)
+    match = r"convolution's output is 1 x 12, smaller than the fused max pool window 2 x 2"
+    with pytest.raises(Exception, match=match):
+        sess.run(None, {"x": np.zeros((1, 4, 1, 12), np.float32)})
+
+
+@pytest.mark.parametrize("bad", [[0, 2], [2], [2, 2, 2], [1 << 17, 1]])
+def test_a_malformed_pool_attribute_is_refused_by_name(bad):
+    m, _ = _model([1, 4, 12, 12], [3, 3], {"kernel_shape": [2, 2], "strides": [2, 2]})
+    prepared = ortquant.prepare_model(m, integer=True)
+    node = prepared.graph.node[0]
+    attrs = [a for a in node.attribute if a.name != "pool"]
+    del node.attribute[:]
+    node.attribute.extend([*attrs, helper.make_attribute("pool", bad)])
+    with pytest.raises(Exception, match=r"attribute 'pool' must be 2 window sizes \[pH, pW\] in 1\.\.65536"):
+        ortquant.InferenceSession(prepared)

@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -200,3 +201,31 @@ def test_registration_disables_the_optimizations_that_reround_before_quantizers(
     mine.add_session_config_entry(key, "ConstantFolding")
     ortquant.register(mine)
     assert mine.get_session_config_entry(key) == "ConstantFolding"
+
+
+def test_integer_sessions_keep_only_the_nchwc_transformer_off():
+    """Integer mode may re-round its float layers within its contract, so ConvBNFusion stays on there (docs/ops.md,
+    "Default mode"); a caller's own list, and options registered before, are kept."""
+    import onnxruntime as ort
+
+    key = "optimization.disable_specified_optimizers"
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Relu", ["x"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )  # fmt: skip
+    model.ir_version = 10
+    cases = [(ort.SessionOptions(), True, "NchwcTransformer"), (ort.SessionOptions(), False, None)]
+    mine = ort.SessionOptions()
+    mine.add_session_config_entry(key, "ConstantFolding")
+    cases.append((mine, True, "ConstantFolding"))
+    registered = ortquant.register(ort.SessionOptions())
+    cases.append((registered, True, "NchwcTransformer;ConvBNFusion"))
+    for so, integer, want in cases:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # integer=True on a model without layers warns
+            ortquant.InferenceSession(model, sess_options=so, integer=integer)
+        assert so.get_session_config_entry(key) == (want or "NchwcTransformer;ConvBNFusion"), (integer, want)

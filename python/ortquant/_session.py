@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 from google.protobuf.message import DecodeError
 
-from ortquant._library import register
+from ortquant._library import _is_registered, register
 from ortquant.transforms import ModelError, PrepareOptions, _util, apply_pipeline
 from ortquant.transforms.check_trunc import trunc_version_problems
 from ortquant.transforms.int8_relu import rewrite_int8_relu
@@ -273,6 +273,24 @@ def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
         return error
 
 
+_DISABLED_OPTIMIZERS_KEY = "optimization.disable_specified_optimizers"
+
+
+def _integer_session_options(so: Any) -> None:
+    """Integer mode's choice of onnxruntime optimizations, unless the caller chose a list already: only the
+    NCHWc transformer stays off. ConvBNFusion, which registering turns off for default mode's qonnx bits, may
+    re-round the float layers integer mode leaves (a first convolution on the float image and its BatchNormalization)
+    within integer mode's numeric contract (docs/ops.md, "Integer mode")."""
+    if _is_registered(so):
+        return  # registered before: the caller's options already say what they want
+    try:
+        so.get_session_config_entry(_DISABLED_OPTIMIZERS_KEY)
+        return  # set by the caller
+    except RuntimeError:  # onnxruntime raises for a key that was never set
+        pass
+    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "NchwcTransformer")
+
+
 def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     model: str | os.PathLike[str] | bytes | onnx.ModelProto,
     sess_options: Any = None,
@@ -294,7 +312,10 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     reproduces qonnx's op-by-op float results bit for bit (docs/ops.md, "exact=True"; it sets the optimization
     level of ``sess_options``). Registering the library disables onnxruntime's ``NchwcTransformer`` and
     ``ConvBNFusion`` on the options (they re-round the float convolution in front of a quantizer, which can move it
-    by a step; docs/ops.md, "Default mode").
+    by a step; docs/ops.md, "Default mode"); with ``integer=True`` only ``NchwcTransformer`` (a float layer integer
+    mode leaves, such as a first convolution on the float image, may then have its BatchNormalization folded, within
+    integer mode's contract). Options that carry that config key already, or were registered before, are left as
+    they are.
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the
     model, onnxruntime gets the path itself (no protobuf round trip, models over 2 GB work); otherwise it gets the
@@ -323,6 +344,8 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
                 RuntimeWarning,
                 stacklevel=2,
             )
+    if integer and not exact:
+        _integer_session_options(so)
     register(so)
     providers = list(providers) if providers is not None else ["CPUExecutionProvider"]
     if provider_options is not None:

@@ -18,3 +18,28 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 def init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
     """An initializer ``name`` holding ``v`` as ``dtype``."""
     return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
+
+
+def qconv_reference(x: np.ndarray, p: dict[str, np.ndarray], k: list[int], *, relu: bool = True) -> np.ndarray:
+    """The integer-mode output of ``Quant(x; as, az=0, 4 bits unsigned) -> Conv(Quant(w; ws, 4 bits signed narrow),
+    cb, pads 1) [-> Relu]`` from the integer reference: act codes, an int64 convolution, one float64 rescale. 1-D
+    when len(k) == 1 ([N, C, L] in and out)."""
+    from ortquant.reference import integer as iref
+    from ortquant.reference import qonnx as qref
+
+    wy = qref.quant(p["w"], p["ws"], p["wz"], p["wb"], signed=True, narrow=True, rounding_mode="ROUND")
+    codes = np.rint(wy.astype(np.float64) / p["ws"].astype(np.float64)).astype(np.int64)
+    a = iref.act_codes(x, float(p["as"]), 0.0, 4, False)
+    if len(k) == 1:  # as a 2-D layer of height 1
+        a, codes = a[:, :, None, :], codes[:, :, None, :]
+    pad_h = 1 if len(k) == 2 else 0
+    ap = np.pad(a, ((0, 0), (0, 0), (pad_h, pad_h), (1, 1)))
+    kh, kw = codes.shape[2:]
+    oh, ow = ap.shape[2] - kh + 1, ap.shape[3] - kw + 1
+    acc = np.zeros((a.shape[0], codes.shape[0], oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            acc += np.einsum("nchw,mc->nmhw", ap[:, :, i : i + oh, j : j + ow], codes[:, :, i, j])
+    s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64)
+    y = iref.rescale(acc, s, p["cb"].astype(np.float64), 1, relu=relu)
+    return y[:, :, 0, :] if len(k) == 1 else y

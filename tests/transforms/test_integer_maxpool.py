@@ -9,11 +9,10 @@ import numpy as np
 import onnx
 import pytest
 from _integer_fixtures import init as _init
+from _integer_fixtures import qconv_reference
 from onnx import TensorProto, helper
 
 import ortquant
-from ortquant.reference import integer as iref
-from ortquant.reference import qonnx as qref
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 
 Q = "qonnx.custom_op.general"
@@ -58,21 +57,9 @@ def _model(
 
 def _want(x: np.ndarray, p: dict[str, np.ndarray], k: list[int], window: list[int]) -> np.ndarray:
     """The integer-mode convolution (pads 1, Relu) of the reference, then a floor max pool of ``window``."""
-    wy = qref.quant(p["w"], p["ws"], p["wz"], p["wb"], signed=True, narrow=True, rounding_mode="ROUND")
-    codes = np.rint(wy.astype(np.float64) / p["ws"].astype(np.float64)).astype(np.int64)
-    a = iref.act_codes(x, float(p["as"]), 0.0, 4, False)
-    if len(k) == 1:  # as a 2-D layer of height 1
-        a, codes, window = a[:, :, None, :], codes[:, :, None, :], [1, *window]
-    pad_h = 1 if len(k) == 2 else 0
-    ap = np.pad(a, ((0, 0), (0, 0), (pad_h, pad_h), (1, 1)))
-    kh, kw = codes.shape[2:]
-    oh, ow = ap.shape[2] - kh + 1, ap.shape[3] - kw + 1
-    acc = np.zeros((a.shape[0], codes.shape[0], oh, ow), np.int64)
-    for i in range(kh):
-        for j in range(kw):
-            acc += np.einsum("nchw,mc->nmhw", ap[:, :, i : i + oh, j : j + ow], codes[:, :, i, j])
-    s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64)
-    y = iref.rescale(acc, s, p["cb"].astype(np.float64), 1, relu=True)
+    y = qconv_reference(x, p, k)
+    if len(k) == 1:
+        y, window = y[:, :, None, :], [1, *window]
     ph, pw = window
     n, m, h, w = y.shape
     y = y[:, :, : h // ph * ph, : w // pw * pw].reshape(n, m, h // ph, ph, w // pw, pw).max(axis=(3, 5))

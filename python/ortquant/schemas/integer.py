@@ -6,7 +6,7 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from ortquant.schemas._builder import Attr, AttrType, Op, Param, attr, input_shape, register_ops, set_output
+from ortquant.schemas._builder import Attr, AttrType, Op, Optional, Param, attr, input_shape, register_ops, set_output
 from ortquant.schemas.linger_matrix import _ints, _spatial
 
 DOMAINS = ("ortquant.integer",)
@@ -74,8 +74,11 @@ def ops() -> list[Op]:
     out = [Param("Y", "tensor(float)")]
     return [
         Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; "
-           "with pool = [pH, pW] then a max pool of that window and stride (no pads, floor).",
-           ins, out, [*_ACT, _XNOR, *_CONV, _POOL], (), _infer_conv),
+           "with pool = [pH, pW] then a max pool of that window and stride (no pads, floor); with R then Y + R "
+           "(float32), the relu after that addition.",
+           [*ins, Param("R", "tensor(float)", Optional, doc="a residual of Y's shape added to the output "
+                        "(transforms/integer_residual.py)")],
+           out, [*_ACT, _XNOR, *_CONV, _POOL], (), _infer_conv),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

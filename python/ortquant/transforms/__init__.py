@@ -25,6 +25,7 @@ from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
+from ortquant.transforms.integer_residual import fuse_integer_residual
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 from ortquant.transforms.lower_integer import lower_integer
 from ortquant.transforms.transpose_pairs import cancel_transpose_pairs
@@ -78,6 +79,8 @@ PIPELINE: list[Transform] = [
     Transform("lower_integer", lower_integer, lambda o: o.integer),
     # Integer mode: a MaxPool right after a QConv pools inside the op (each image's output while in cache).
     Transform("fuse_integer_maxpool", fuse_integer_maxpool, lambda o: o.integer),
+    # Integer mode: a residual Add (and its Relu) behind a QConv adds inside the op.
+    Transform("fuse_integer_residual", fuse_integer_residual, lambda o: o.integer),
     # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
     Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
 ]

@@ -7,6 +7,7 @@
 
 #include "core/integer/pool.h"
 #include "core/integer/qlayer.h"
+#include "core/integer/residual.h"
 #include "ort/kernels/integer/integer_ops.h"
 #include "ort/params.h"
 
@@ -80,8 +81,11 @@ class QConvKernel : public OpKernel {
     const int64_t m = w.shape[0];
     if (m == 0) throw_error("input W has no output channel (shape ", shape_str(w.shape), ")");
     if (m % a.group != 0) throw_error("the weight's ", m, " output channels are not a multiple of group ", a.group);
+    // With a residual input R the Relu comes after the addition (y = relu(conv + R)), so the convolution runs without.
+    residual_ = info.has_input(4);
+    relu_ = info.attr_bool("relu", false);
     conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
-                  channel_values(info, 3, "B", m), info.attr_bool("relu", false), info.attr_bool("xnor", true));
+                  channel_values(info, 3, "B", m), relu_ && !residual_, info.attr_bool("xnor", true));
     const std::vector<int64_t> pool = info.attr_ints("pool", {1, 1});
     if (pool.size() != 2 || pool[0] < 1 || pool[1] < 1 || pool[0] > kMaxPool || pool[1] > kMaxPool)
       throw_error("attribute 'pool' must be 2 window sizes [pH, pW] in 1..", kMaxPool, ", got ", shape_str(pool));
@@ -93,28 +97,37 @@ class QConvKernel : public OpKernel {
     expect_dtype(x, kFloat, "input X");
     if (x.shape.size() != 4) throw_error("input X must be 4-D [N, C, H, W], got shape ", shape_str(x.shape));
     const Shape cs = conv_->output_shape(x.shape);
-    if (ph_ == 1 && pw_ == 1) {
-      float* y = ctx.output_as<float>(0, cs);
-      if (shape_size(cs) == 0) return;
+    const bool pool = ph_ != 1 || pw_ != 1;
+    if (pool && (cs[2] < ph_ || cs[3] < pw_))
+      throw_error("the convolution's output is ", cs[2], " x ", cs[3], ", smaller than the fused max pool window ",
+                  ph_, " x ", pw_);
+    const Shape os = pool ? Shape{cs[0], cs[1], cs[2] / ph_, cs[3] / pw_} : cs;
+    const std::optional<TensorView> r = residual_ ? ctx.input(4) : std::nullopt;
+    if (r) {
+      expect_dtype(*r, kFloat, "input R");
+      if (r->shape != os)
+        throw_error("input R (the residual added to the output) has shape ", shape_str(r->shape),
+                    ", the output's is ", shape_str(os));
+    }
+    float* y = ctx.output_as<float>(0, os);
+    if (shape_size(os) == 0) return;
+    if (!pool && !r) {
       conv_->run(x.as<float>(), x.shape, y, parallel(ctx));
       return;
     }
-    // The fused max pool: each image's convolution output into a buffer that stays in cache, then pooled into Y.
-    if (cs[2] < ph_ || cs[3] < pw_)
-      throw_error("the convolution's output is ", cs[2], " x ", cs[3], ", smaller than the fused max pool window ",
-                  ph_, " x ", pw_);
-    const Shape os = {cs[0], cs[1], cs[2] / ph_, cs[3] / pw_};
-    float* y = ctx.output_as<float>(0, os);
-    if (shape_size(os) == 0) return;
+    // The fused max pool and residual add, image by image: the convolution's output (into a buffer that stays in
+    // cache when pooled) is pooled and added to while it is in cache.
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
     const int64_t in_each = shape_size(xs1), conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
     thread_local std::vector<float> t_conv;
-    if (t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
+    if (pool && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
     const gemm::Parallel par = parallel(ctx);
     for (int64_t b = 0; b < cs[0]; ++b) {
-      conv_->run(x.as<float>() + b * in_each, xs1, t_conv.data(), par);
-      integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, y + b * out_each);
+      float* yb = y + b * out_each;
+      conv_->run(x.as<float>() + b * in_each, xs1, pool ? t_conv.data() : yb, par);
+      if (pool) integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, yb);
+      if (r) integer::add_residual(yb, r->as<float>() + b * out_each, out_each, relu_);
     }
   }
 
@@ -122,6 +135,8 @@ class QConvKernel : public OpKernel {
   static constexpr int64_t kMaxPool = 1 << 16;
   std::optional<integer::QConv> conv_;
   int64_t ph_ = 1, pw_ = 1;  // the fused max pool's window (= strides); 1 x 1: none
+  bool residual_ = false;     // input R given: y = pool(conv) + R, then the Relu
+  bool relu_ = false;
 };
 
 class QGemmKernel : public OpKernel {
@@ -206,7 +221,7 @@ void infer_gemm(const InferContext& ctx) {
 OpSpec qconv_spec(const std::string& name) {
   OpSpec s;
   s.name = name;
-  s.inputs = {req(kFloat), req(kI8), req(kF64), req(kF64)};
+  s.inputs = {req(kFloat), req(kI8), req(kF64), req(kF64), opt(kFloat)};
   s.outputs = {req(kFloat)};
   s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info); };
   s.infer = &infer_conv;

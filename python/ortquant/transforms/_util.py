@@ -42,6 +42,16 @@ def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def set_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], stale: set[str]) -> None:
+    """Replace the graph's nodes by ``nodes`` and drop the ``value_info`` entries of the values in ``stale`` (values
+    a rewrite removed, or whose shape it changed)."""
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept = [v for v in graph.value_info if v.name not in stale]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+
+
 def element_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element types of the top-level graph's values: declared ones, then onnx shape inference (best effort)."""
     from ortquant.schemas import register_schemas  # schemas are registered lazily, where needed

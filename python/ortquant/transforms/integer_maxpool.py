@@ -25,7 +25,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model
+from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
 
@@ -120,13 +120,8 @@ def fuse_integer_maxpool(model: onnx.ModelProto) -> onnx.ModelProto:
         stale.add(last.output[0])
         last.output[0] = mp.output[0]  # the MaxPool's consumers (or the graph output) now read the pooled value
         drop.add(pool_i)
-    kept = [n for i, n in enumerate(g.node) if i not in drop]
-    del g.node[:]
-    g.node.extend(kept)
     # Shapes recorded for the unpooled values are wrong now (the pooled ones keep the MaxPool's entries).
-    vi = [v for v in g.value_info if v.name not in stale]
-    del g.value_info[:]
-    g.value_info.extend(vi)
+    set_nodes(g, [n for i, n in enumerate(g.node) if i not in drop], stale)
     return out
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from ortquant.transforms._util import STANDARD_DOMAINS, copy_model
+from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
 
@@ -132,12 +132,7 @@ def fuse_integer_residual(model: onnx.ModelProto) -> onnx.ModelProto:
         if relu is not None:
             drop.add(relu)
             stale.add(g.node[ai].output[0])
-    new_nodes = [replace.get(i, n) for i, n in enumerate(g.node) if i not in drop]
-    del g.node[:]
-    g.node.extend(new_nodes)
-    vi = [v for v in g.value_info if v.name not in stale]
-    del g.value_info[:]
-    g.value_info.extend(vi)
+    set_nodes(g, [replace.get(i, n) for i, n in enumerate(g.node) if i not in drop], stale)
     return out
 
 

@@ -149,7 +149,8 @@ ASAN_TESTS ?= tests/test_hardening.py tests/test_lifecycle.py tests/test_library
   tests/linger/test_matrix_conformance.py tests/linger/test_errors.py tests/linger/test_conv.py \
   tests/qonnx/test_im2col.py tests/qonnx/test_trunc.py tests/ngraph/test_dequantize.py tests/fuzz/test_fuzz.py \
   tests/qonnx/test_wide_params.py tests/integer/test_qlayer.py tests/linger/test_convtranspose.py \
-  tests/integer/test_qconv_quads.py tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_residual.py
+  tests/integer/test_qconv_quads.py tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_residual.py \
+  tests/transforms/test_integer_depth_to_space.py
 # Not in the set: tests/qonnx/test_float_quant_wide.py (float64 FloatQuant). Its time is qonnx's Python reference
 # (69 s normally, about 8 min under ASan, which put CI over its 45-minute aim); it ran clean under ASan+UBSan by
 # hand (240 tests with test_float_quant.py), and the fuzz corpus above has a float64 FloatQuant seed.

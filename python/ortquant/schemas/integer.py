@@ -35,6 +35,12 @@ _CONV = [
 _POOL = Attr("pool", AttrType.INTS, doc="[pH, pW]: a fused MaxPool of window and stride [pH, pW] (no pads, floor "
              "rounding) on the output (transforms/integer_maxpool.py); absent or [1, 1]: none")  # fmt: skip
 
+_D2S = [
+    Attr("depth_to_space", AttrType.INT, 1, doc="a fused DepthToSpace of this block size on the output "
+         "(transforms/integer_depth_to_space.py); 1: none"),
+    Attr("depth_to_space_mode", AttrType.STRING, "DCR", doc="its mode, DCR or CRD (as DepthToSpace's mode)"),
+]  # fmt: skip
+
 
 def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
     x, w = input_shape(ctx, 0), input_shape(ctx, 1)
@@ -48,7 +54,12 @@ def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
     pool = attr(ctx, "pool")
     if pool is not None and len(pool) == 2:  # the fused max pool: window == strides, floor
         spatial = [v // q if v is not None and q >= 1 else None for v, q in zip(spatial, pool, strict=True)]
-    set_output(ctx, 0, TensorProto.FLOAT, [x[0], w[0], *spatial])
+    channels = w[0]
+    bs = attr(ctx, "depth_to_space")
+    if bs is not None and bs > 1:  # the fused DepthToSpace
+        channels = channels // (bs * bs) if channels is not None else None
+        spatial = [v * bs if v is not None else None for v in spatial]
+    set_output(ctx, 0, TensorProto.FLOAT, [x[0], channels, *spatial])
 
 
 def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -74,11 +85,11 @@ def ops() -> list[Op]:
     out = [Param("Y", "tensor(float)")]
     return [
         Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; "
-           "with pool = [pH, pW] then a max pool of that window and stride (no pads, floor); with R then Y + R "
-           "(float32), the relu after that addition.",
+           "with pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with "
+           "depth_to_space a DepthToSpace; with R then Y + R (float32), the relu after that addition.",
            [*ins, Param("R", "tensor(float)", Optional, doc="a residual of Y's shape added to the output "
                         "(transforms/integer_residual.py)")],
-           out, [*_ACT, _XNOR, *_CONV, _POOL], (), _infer_conv),
+           out, [*_ACT, _XNOR, *_CONV, _POOL, *_D2S], (), _infer_conv),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

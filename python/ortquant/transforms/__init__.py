@@ -24,6 +24,7 @@ from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
+from ortquant.transforms.integer_depth_to_space import fuse_integer_depth_to_space
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 from ortquant.transforms.integer_residual import fuse_integer_residual
 from ortquant.transforms.legacy_domains import fix_legacy_domains
@@ -79,6 +80,8 @@ PIPELINE: list[Transform] = [
     Transform("lower_integer", lower_integer, lambda o: o.integer),
     # Integer mode: a MaxPool right after a QConv pools inside the op (each image's output while in cache).
     Transform("fuse_integer_maxpool", fuse_integer_maxpool, lambda o: o.integer),
+    # Integer mode: a DepthToSpace (and a Relu) right after a QConv shuffles inside the op.
+    Transform("fuse_integer_depth_to_space", fuse_integer_depth_to_space, lambda o: o.integer),
     # Integer mode: a residual Add (and its Relu) behind a QConv adds inside the op.
     Transform("fuse_integer_residual", fuse_integer_residual, lambda o: o.integer),
     # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.

@@ -5,6 +5,8 @@
 #include <optional>
 #include <vector>
 
+#include "core/checked.h"
+#include "core/integer/depth_to_space.h"
 #include "core/integer/pool.h"
 #include "core/integer/qlayer.h"
 #include "core/integer/residual.h"
@@ -90,6 +92,17 @@ class QConvKernel : public OpKernel {
     if (pool.size() != 2 || pool[0] < 1 || pool[1] < 1 || pool[0] > kMaxPool || pool[1] > kMaxPool)
       throw_error("attribute 'pool' must be 2 window sizes [pH, pW] in 1..", kMaxPool, ", got ", shape_str(pool));
     ph_ = pool[0], pw_ = pool[1];
+    bs_ = info.attr_int("depth_to_space", 1);
+    if (bs_ < 1 || bs_ > kMaxBlock)
+      throw_error("attribute 'depth_to_space' must be a block size in 1..", kMaxBlock, ", got ", bs_);
+    if (m % (bs_ * bs_) != 0)
+      throw_error("attribute 'depth_to_space' ", bs_, ": the ", m, " output channels are not a multiple of ", bs_ * bs_);
+    const std::string mode = info.attr_string("depth_to_space_mode", "DCR");
+    if (mode != "DCR" && mode != "CRD")
+      throw_error("attribute 'depth_to_space_mode' must be DCR or CRD, got '", mode, "'");
+    crd_ = mode == "CRD";
+    if (bs_ > 1 && (ph_ > 1 || pw_ > 1))
+      throw_error("attributes 'pool' and 'depth_to_space' cannot be combined (one fused step after the convolution)");
   }
 
   void compute(KernelContext& ctx) const override {
@@ -101,7 +114,9 @@ class QConvKernel : public OpKernel {
     if (pool && (cs[2] < ph_ || cs[3] < pw_))
       throw_error("the convolution's output is ", cs[2], " x ", cs[3], ", smaller than the fused max pool window ",
                   ph_, " x ", pw_);
-    const Shape os = pool ? Shape{cs[0], cs[1], cs[2] / ph_, cs[3] / pw_} : cs;
+    const bool d2s = bs_ > 1;
+    Shape os = pool ? Shape{cs[0], cs[1], cs[2] / ph_, cs[3] / pw_} : cs;
+    if (d2s) os = {cs[0], cs[1] / (bs_ * bs_), checked_mul(cs[2], bs_, "output height"), checked_mul(cs[3], bs_, "output width")};
     const std::optional<TensorView> r = residual_ ? ctx.input(4) : std::nullopt;
     if (r) {
       expect_dtype(*r, kFloat, "input R");
@@ -111,30 +126,34 @@ class QConvKernel : public OpKernel {
     }
     float* y = ctx.output_as<float>(0, os);
     if (shape_size(os) == 0) return;
-    if (!pool && !r) {
+    if (!pool && !d2s && !r) {
       conv_->run(x.as<float>(), x.shape, y, parallel(ctx));
       return;
     }
-    // The fused max pool and residual add, image by image: the convolution's output (into a buffer that stays in
-    // cache when pooled) is pooled and added to while it is in cache.
+    // The fused max pool or pixel shuffle and the residual add, image by image: the convolution's output (into a
+    // buffer when pooled or shuffled) is pooled or shuffled and added to while it is in cache.
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
     const int64_t in_each = shape_size(xs1), conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
     thread_local std::vector<float> t_conv;
-    if (pool && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
+    const bool staged = pool || d2s;
+    if (staged && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
     const gemm::Parallel par = parallel(ctx);
     for (int64_t b = 0; b < cs[0]; ++b) {
       float* yb = y + b * out_each;
-      conv_->run(x.as<float>() + b * in_each, xs1, pool ? t_conv.data() : yb, par);
+      conv_->run(x.as<float>() + b * in_each, xs1, staged ? t_conv.data() : yb, par);
       if (pool) integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, yb);
+      if (d2s) integer::depth_to_space(t_conv.data(), cs[1], cs[2], cs[3], bs_, crd_, yb);
       if (r) integer::add_residual(yb, r->as<float>() + b * out_each, out_each, relu_);
     }
   }
 
  private:
-  static constexpr int64_t kMaxPool = 1 << 16;
+  static constexpr int64_t kMaxPool = 1 << 16, kMaxBlock = 1 << 8;
   std::optional<integer::QConv> conv_;
   int64_t ph_ = 1, pw_ = 1;  // the fused max pool's window (= strides); 1 x 1: none
+  int64_t bs_ = 1;            // the fused DepthToSpace's block size; 1: none
+  bool crd_ = false;          // its mode: CRD (true) or DCR
   bool residual_ = false;     // input R given: y = pool(conv) + R, then the Relu
   bool relu_ = false;
 };
@@ -200,6 +219,16 @@ void infer_conv(const InferContext& ctx) {
     } else if (pool[i] != 1) {
       y.dims[2 + i] = -1;
       y.sym[2 + i] = InferContext::fresh_dim();
+    }
+  }
+  // The fused DepthToSpace (attribute depth_to_space: the block size).
+  const int64_t bs = ctx.attr_int("depth_to_space", 1);
+  if (bs > 1) {
+    y.dims[1] = y.dims[1] >= 0 && y.dims[1] % (bs * bs) == 0 ? y.dims[1] / (bs * bs) : -1;
+    y.sym[1] = y.dims[1] < 0 ? InferContext::fresh_dim() : std::string();
+    for (size_t i = 2; i < 4; ++i) {
+      y.dims[i] = y.dims[i] >= 0 && y.dims[i] <= (int64_t{1} << 40) ? y.dims[i] * bs : -1;
+      y.sym[i] = y.dims[i] < 0 ? InferContext::fresh_dim() : std::string();
     }
   }
   for (size_t i = 0; i < y.rank(); ++i)

@@ -159,9 +159,10 @@ void tile_xsign(const TileArgs& t) {
 // int16 (vpaddw) for `nonneg_flush` k-groups, a count that cannot overflow int16 (gemm.cc), then widened into the
 // int32 accumulators with vpmaddwd(ones): 2 vector ops per 32 multiply-adds in the inner loop where the sign kernel
 // needs 4. Integer mode's 2- to 7-bit unsigned activations take this path.
-// Tile: 16 pixels x MR <= 6 weight rows where 16 pixels are left and nonneg_flush > 1 (nonneg_step2 below: 12
-// int16 accumulators in registers, the int32 sums in memory, touched once per widening, 0.5 weight broadcasts per
-// vpmaddubsw); otherwise 8 pixels x MR, 6 int16 and 6 int32 accumulators in registers.
+// Tile: 16 pixels x MR <= 6 weight rows where 16 pixels are left, 0.5 weight broadcasts per vpmaddubsw: with
+// nonneg_flush > 1 nonneg_step2 (12 int16 accumulators in registers, the int32 sums in memory, touched once per
+// widening), with nonneg_flush == 1 one_step2 (12 int32 accumulators in registers); otherwise 8 pixels x MR, 6 int16
+// and 6 int32 accumulators in registers.
 #define OQ_NDECL(r) __m256i acc##r = MR > r && !kBiased ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
 #define OQ_NROW(r)                                                                  \
   if constexpr (MR > r) {                                                           \
@@ -232,8 +233,28 @@ void tile_nonneg(const TileArgs& t) {
     return kBiased ? v : _mm256_xor_si256(v, flip);
   };
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
-    if constexpr (!kOne) {
-      if (flush > 1 && t.nr - c0 >= 16) {
+    if (t.nr - c0 >= 16) {
+      if constexpr (kOne) {
+        const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+        __m256i acc[12];
+        one16<MR, kBiased>(
+            t,
+            [&](int64_t g, __m256i& x0, __m256i& x1) {
+              const uint8_t* q = b + g * (kPanel * 4);
+              if constexpr (kBiased) {
+                x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+                x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
+              } else {
+                x0 = load_flip80(q);
+                x1 = load_flip80(q + 32);
+              }
+            },
+            acc);
+        epilogue8_any<true>(t, acc, MR, c0, 8);
+        epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
+        c0 += 8;
+        continue;
+      } else if (flush > 1) {
         nonneg16<MR, kBiased>(t, c0, flush, load_x);
         c0 += 8;
         continue;

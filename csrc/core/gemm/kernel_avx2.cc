@@ -219,6 +219,32 @@ void nonneg16(const TileArgs& t, int c0, int64_t flush, const LoadX& load_x) {
   epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
 }
 
+// Pixels [c0, c0 + 16) of tile_nonneg<kOne>. Not inlined: inside tile_nonneg GCC keeps the 8-pixel loop's
+// registers (ones, the flip mask) live across this loop and spills an accumulator on every k-group.
+template <int MR, bool kBiased>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void one_panel16(const TileArgs& t, int c0) {
+  const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+  __m256i acc[12];
+  one16<MR, kBiased>(
+      t,
+      [b](int64_t g, __m256i& x0, __m256i& x1) {
+        const uint8_t* q = b + g * (kPanel * 4);
+        if constexpr (kBiased) {
+          x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+          x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
+        } else {
+          x0 = load_flip80(q);
+          x1 = load_flip80(q + 32);
+        }
+      },
+      acc);
+  epilogue8_any<true>(t, acc, MR, c0, 8);
+  epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
+}
+
 // kBiased (TileArgs::biased_flush > 0, any activations, |w| <= 64): the same schedules on the panel bytes x + 128 as
 // they are (no xor), the accumulators starting at 0 instead of the correction: their sum is sum (x + 128) w =
 // sum x w + 128 rowsum(w), from which the shared epilogue subtracts the correction.
@@ -235,23 +261,7 @@ void tile_nonneg(const TileArgs& t) {
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
     if (t.nr - c0 >= 16) {
       if constexpr (kOne) {
-        const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
-        __m256i acc[12];
-        one16<MR, kBiased>(
-            t,
-            [&](int64_t g, __m256i& x0, __m256i& x1) {
-              const uint8_t* q = b + g * (kPanel * 4);
-              if constexpr (kBiased) {
-                x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
-                x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
-              } else {
-                x0 = load_flip80(q);
-                x1 = load_flip80(q + 32);
-              }
-            },
-            acc);
-        epilogue8_any<true>(t, acc, MR, c0, 8);
-        epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
+        one_panel16<MR, kBiased>(t, c0);
         c0 += 8;
         continue;
       } else if (flush > 1) {

@@ -1,7 +1,8 @@
 // gemm_cols_runs (cols_runs.h): tile_nonneg of kernel_avx2.cc with its pixel operand read from the channel-quad
 // runs instead of a packed panel. Tile: 16 pixels (two 8-pixel chunks) x MR <= 6 weight rows while two chunks are
-// left and nonneg_flush > 1 (the int32 sums in memory, touched once per widening), else 8 pixels x MR; int16 pair
-// sums for nonneg_flush k-groups, then widened into int32 accumulators that start at the rows' corrections (the
+// left, else 8 pixels x MR. nonneg_flush > 1: int16 pair sums for nonneg_flush k-groups, then widened into int32
+// accumulators (in memory for 16 pixels, touched once per widening); nonneg_flush == 1: each pair sum widened at
+// once into 12 int32 accumulators in registers (one_step2). The accumulators start at the rows' corrections (the
 // shared epilogue subtracts them).
 #include "core/simd.h"
 
@@ -86,8 +87,23 @@ void tile_runs(const TileArgs& t, const uint8_t* const* runs, const int64_t* pos
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   const int64_t flush = t.nonneg_flush;
   for (int ci = 0; ci < chunks; ++ci) {
-    if constexpr (!kOne) {
-      if (flush > 1 && ci + 1 < chunks) {
+    if (ci + 1 < chunks) {
+      if constexpr (kOne) {
+        const int64_t off0 = pos[ci], off1 = pos[ci + 1];
+        __m256i acc[12];
+        one16<MR, false>(
+            t,
+            [&](int64_t g, __m256i& x0, __m256i& x1) {
+              const uint8_t* q = runs[g];
+              x0 = load_flip80(q + off0);
+              x1 = load_flip80(q + off1);
+            },
+            acc);
+        epilogue8_any<true>(t, acc, MR, 8 * ci, 8);
+        epilogue8_any<true>(t, acc + 6, MR, 8 * ci + 8, 8);
+        ++ci;
+        continue;
+      } else if (flush > 1) {
         tile_runs16<MR>(t, runs, pos[ci], pos[ci + 1], ci);
         ++ci;
         continue;
@@ -160,7 +176,10 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   // Units of up to 64 pixels (the panels of the packed path) whose k-groups take about 16 KiB of the quad planes,
   // so that they stay in L1 with the weight blocks while every block runs over them (64-pixel units of a 3x3 layer
   // with 32 channels (72 k-groups) and 32 outputs were 20 % slower), in at most 64 tasks of about 1M multiply-adds.
-  const int64_t chunks_per_unit = std::clamp<int64_t>((16 << 10) / (32 * std::max<int64_t>(kg, 1)), 1, kPanel / 8);
+  // An even number of chunks, at least two: the 16-pixel tiles' (a Conv1d k5 with 256 channels has 320 k-groups:
+  // 20 KiB of runs; 3 chunks of a 3x3 layer with 64 channels ran a third of the pixels in the 8-pixel tile).
+  const int64_t chunks_per_unit =
+      std::clamp<int64_t>((16 << 10) / (32 * std::max<int64_t>(kg, 1)), 2, kPanel / 8) & ~int64_t{1};
   const int64_t unit = 8 * chunks_per_unit;
   const int64_t units = (p + unit - 1) / unit;
   const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);

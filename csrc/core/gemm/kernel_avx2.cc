@@ -159,9 +159,10 @@ void tile_xsign(const TileArgs& t) {
 // int16 (vpaddw) for `nonneg_flush` k-groups, a count that cannot overflow int16 (gemm.cc), then widened into the
 // int32 accumulators with vpmaddwd(ones): 2 vector ops per 32 multiply-adds in the inner loop where the sign kernel
 // needs 4. Integer mode's 2- to 7-bit unsigned activations take this path.
-// Tile: 16 pixels x MR <= 6 weight rows where 16 pixels are left and nonneg_flush > 1 (nonneg_step2 below: 12
-// int16 accumulators in registers, the int32 sums in memory, touched once per widening, 0.5 weight broadcasts per
-// vpmaddubsw); otherwise 8 pixels x MR, 6 int16 and 6 int32 accumulators in registers.
+// Tile: 16 pixels x MR <= 6 weight rows where 16 pixels are left, 0.5 weight broadcasts per vpmaddubsw: with
+// nonneg_flush > 1 nonneg_step2 (12 int16 accumulators in registers, the int32 sums in memory, touched once per
+// widening), with nonneg_flush == 1 one_step2 (12 int32 accumulators in registers); otherwise 8 pixels x MR, 6 int16
+// and 6 int32 accumulators in registers.
 #define OQ_NDECL(r) __m256i acc##r = MR > r && !kBiased ? _mm256_set1_epi32(t.corr[r < MR ? r : 0]) : z, s##r = z;
 #define OQ_NROW(r)                                                                  \
   if constexpr (MR > r) {                                                           \
@@ -218,6 +219,32 @@ void nonneg16(const TileArgs& t, int c0, int64_t flush, const LoadX& load_x) {
   epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
 }
 
+// Pixels [c0, c0 + 16) of tile_nonneg<kOne>. Not inlined: inside tile_nonneg GCC keeps the 8-pixel loop's
+// registers (ones, the flip mask) live across this loop and spills an accumulator on every k-group.
+template <int MR, bool kBiased>
+#if defined(__GNUC__)
+__attribute__((noinline))
+#endif
+void one_panel16(const TileArgs& t, int c0) {
+  const auto* b = static_cast<const uint8_t*>(t.b) + c0 * 4;
+  __m256i acc[12];
+  one16<MR, kBiased>(
+      t,
+      [b](int64_t g, __m256i& x0, __m256i& x1) {
+        const uint8_t* q = b + g * (kPanel * 4);
+        if constexpr (kBiased) {
+          x0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+          x1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32));
+        } else {
+          x0 = load_flip80(q);
+          x1 = load_flip80(q + 32);
+        }
+      },
+      acc);
+  epilogue8_any<true>(t, acc, MR, c0, 8);
+  epilogue8_any<true>(t, acc + 6, MR, c0 + 8, 8);
+}
+
 // kBiased (TileArgs::biased_flush > 0, any activations, |w| <= 64): the same schedules on the panel bytes x + 128 as
 // they are (no xor), the accumulators starting at 0 instead of the correction: their sum is sum (x + 128) w =
 // sum x w + 128 rowsum(w), from which the shared epilogue subtracts the correction.
@@ -232,8 +259,12 @@ void tile_nonneg(const TileArgs& t) {
     return kBiased ? v : _mm256_xor_si256(v, flip);
   };
   for (int c0 = 0; c0 < t.nr; c0 += 8) {
-    if constexpr (!kOne) {
-      if (flush > 1 && t.nr - c0 >= 16) {
+    if (t.nr - c0 >= 16) {
+      if constexpr (kOne) {
+        one_panel16<MR, kBiased>(t, c0);
+        c0 += 8;
+        continue;
+      } else if (flush > 1) {
         nonneg16<MR, kBiased>(t, c0, flush, load_x);
         c0 += 8;
         continue;

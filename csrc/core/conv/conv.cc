@@ -310,19 +310,9 @@ uint8_t interleave_quad(const int8_t* s0, int64_t cstride, int64_t len, uint8_t*
   return any;
 }
 
-// Channel-quad planes (Conv2d::quad_): dst[(q * len + t) * 4 + i] = src[(4 * q + i) * len + t] ^ 0x80 for q < quads,
-// t < len (len: the bytes of one channel's phase planes). Returns the OR of every source byte (x_max_of_or's
-// argument).
-uint8_t interleave_quads(const int8_t* src, int64_t quads, int64_t len, uint8_t* dst) {
-  uint8_t any = 0;
-  for (int64_t q = 0; q < quads; ++q)
-    any = static_cast<uint8_t>(any | interleave_quad(src + 4 * q * len, len, len, dst + 4 * q * len));
-  return any;
-}
-
 // The channel-quad planes of `quads` quads straight from the codes, unit strides (one phase plane of g.rows x g.cols
 // positions, then slack): quad q's codes are `quad(q)`, 4 channels [h][w] `cstride` apart; the padding positions and
-// the slack get 0x80 (the code 0, sign-flipped), as build_phases + interleave_quads would write them. Returns the OR
+// the slack get 0x80 (the code 0, sign-flipped), as build_phases and an interleave of its planes would write them. Returns the OR
 // of the codes (the padding's 0 adds nothing).
 template <class QuadFn>
 uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w, const ConvAttrs& a,
@@ -343,6 +333,81 @@ uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int
       std::memset(r + 4 * e, 0x80, static_cast<size_t>(4 * (cols - e)));
     }
     std::memset(qd + 4 * last_row * cols, 0x80, static_cast<size_t>(4 * (plane - last_row * cols)));
+  }
+  return any;
+}
+
+// The input rows a strided channel-quad layer reads, as QuadFill's (r0, step, rows): when every tap reads the
+// same row phase rp (kh = 1, or (i * dh) % sh equal for every i; sh > 1) only the rows yy * sh + rp - pt inside the
+// input, else all rows.
+struct RowSel {
+  int64_t r0 = 0, step = 1, rows = 0;
+};
+RowSel row_selection(const ConvAttrs& a, const PhaseGrid& g, int64_t h) {
+  RowSel s{0, 1, h};
+  if (a.sh == 1) return s;
+  const int64_t rp = 0;  // tap 0's row phase: (0 * dh) % sh
+  for (int64_t i = 1; i < a.kh; ++i)
+    if ((i * a.dh) % a.sh != rp) return s;
+  const int64_t y0 = std::max<int64_t>(0, ceil_div(a.pt - rp, a.sh, "conv phase rows"));
+  const int64_t y1 = std::min(g.rows, floor_div(h - 1 + a.pt - rp, a.sh, "conv phase rows") + 1);
+  s.step = a.sh;
+  s.rows = std::max<int64_t>(0, y1 - y0);
+  s.r0 = s.rows > 0 ? y0 * a.sh + rp - a.pt : 0;
+  return s;
+}
+
+// The channel-quad planes of `quads` quads with strides (build_phases and the quad interleave in one pass, and only
+// the phases some tap reads: `used[r * sw + s]`): quad q's codes are `quad(q)`, 4 channels of the rows `sel` selects
+// ([rows][w] each) `cstride` apart. Phase (r, s) position (yy, xx) holds input (yy * sh + r - pt, xx * sw + s - pl)
+// or 0x80 (the code 0, sign-flipped) in the padding; each used plane's slack gets 0x80 too. Returns the OR of the
+// codes placed.
+template <class QuadFn>
+uint8_t build_quads_strided(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w,
+                            const ConvAttrs& a, const PhaseGrid& g, const char* used, const RowSel& sel,
+                            uint8_t* dst) {
+  const int64_t sh = g.sh, sw = g.sw, cols = g.cols, rows = g.rows, plane = g.plane;
+  thread_local std::vector<int8_t> t_cols;  // a strided row's 4 channels, gathered: [4][cols]
+  if (t_cols.size() < static_cast<size_t>(4 * cols)) t_cols.resize(static_cast<size_t>(4 * cols));
+  int8_t* const tmp = t_cols.data();
+  uint8_t any = 0;
+  for (int64_t q = 0; q < quads; ++q) {
+    const int8_t* src = quad(q);
+    for (int64_t r = 0; r < sh; ++r) {
+      for (int64_t s = 0; s < sw; ++s) {
+        if (!used[r * sw + s]) continue;
+        uint8_t* pd = dst + 4 * (q * sh * sw + r * sw + s) * plane;
+        const int64_t f = std::clamp<int64_t>(ceil_div(a.pl - s, sw, "conv phase columns"), 0, cols);
+        const int64_t e = std::max(f, std::min(cols, floor_div(w - 1 + a.pl - s, sw, "conv phase columns") + 1));
+        for (int64_t yy = 0; yy < rows; ++yy) {
+          uint8_t* row = pd + 4 * yy * cols;
+          const int64_t iy = yy * sh + r - a.pt;
+          const int64_t ri = iy - sel.r0;  // the row's index in the selection: a multiple of step when selected
+          if (iy < 0 || iy >= h || e <= f || ri < 0 || ri % sel.step != 0 || ri / sel.step >= sel.rows) {
+            std::memset(row, 0x80, static_cast<size_t>(4 * cols));
+            continue;
+          }
+          const int8_t* s0 = src + (ri / sel.step) * w + f * sw + s - a.pl;
+          std::memset(row, 0x80, static_cast<size_t>(4 * f));
+          if (sw == 1) {
+            any = static_cast<uint8_t>(any | interleave_quad(s0, cstride, e - f, row + 4 * f));
+          } else {
+            for (int64_t i = 0; i < 4; ++i) {
+              const int8_t* si = s0 + i * cstride;
+              int8_t* ti = tmp + i * cols;
+              if (sw == 2) {
+                even_bytes(si, e - f, src + i * cstride + sel.rows * w, ti);
+              } else {
+                for (int64_t xx = 0; xx < e - f; ++xx) ti[xx] = si[xx * sw];
+              }
+            }
+            any = static_cast<uint8_t>(any | interleave_quad(tmp, cols, e - f, row + 4 * f));
+          }
+          std::memset(row + 4 * e, 0x80, static_cast<size_t>(4 * (cols - e)));
+        }
+        std::memset(pd + 4 * rows * cols, 0x80, static_cast<size_t>(4 * (plane - rows * cols)));
+      }
+    }
   }
   return any;
 }
@@ -584,14 +649,14 @@ void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const
 }
 
 bool Conv2d::quad_fill_ok(const Shape& xs) const {
-  if (!quad_ || a_.sh != 1 || a_.sw != 1) return false;
+  if (!quad_) return false;
   const Shape os = output_shape(xs);
   return cg_ * phase_grid(xs[2], xs[3], a_, os[2], os[3]).channel_bytes() <= kQuadMaxBytes;
 }
 
 void Conv2d::run_raw_fill(const QuadFill& fill, const Shape& xs, const Epilogue& ep, const RawSink& sink,
                           const Parallel& par, Kernel kernel) const {
-  if (!quad_fill_ok(xs)) throw_error("run_raw_fill: this convolution does not take the unit-stride channel-quad path");
+  if (!quad_fill_ok(xs)) throw_error("run_raw_fill: this convolution does not take the channel-quad path");
   if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw_fill: the epilogue must produce raw sums");
   const Shape os = output_shape(xs);
   if (os[0] == 0 || os[2] * os[3] == 0) return;
@@ -613,12 +678,16 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     // copied from them (pack_panel_quads); only the output's pixels are computed, so the GEMM writes NCHW directly.
     const int64_t taps = a_.kh * a_.kw, quads = cg_ / 4, kgroups = taps * quads, cbytes = g.channel_bytes();
     const int64_t bytes = cg_ * cbytes;
-    // Unit strides: the quad planes straight from the code rows (build_quads_unit), no phase planes in between.
+    // The quad planes straight from the code rows (build_quads_unit, build_quads_strided), no phase planes in
+    // between; with strides only the phases some tap reads (a 1x1 stride-2 layer: one of four).
     const bool unit = a_.sh == 1 && a_.sw == 1;
-    int8_t* const buf =
-        thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(unit ? bytes : 2 * bytes));
-    auto* const qplanes = reinterpret_cast<uint8_t*>(buf);  // [quad][phase][position][4]
-    int8_t* const planes = buf + bytes;                      // build_phases' [channel][phase][position]
+    auto* const qplanes =  // [quad][phase][position][4]
+        thread_scratch_as<uint8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(bytes));
+    std::vector<char> used(unit ? 0 : static_cast<size_t>(g.sh * g.sw), 0);
+    for (int64_t t = 0; t < taps && !unit; ++t)
+      used[static_cast<size_t>((((t / a_.kw) * a_.dh) % g.sh) * g.sw + ((t % a_.kw) * a_.dw) % g.sw)] = 1;
+    // The rows a fill quantizes (all rows unless every tap reads one row phase); a codes tensor has all rows.
+    const RowSel sel = fill != nullptr ? row_selection(a_, g, h) : RowSel{0, 1, h};
     // Run of k-group (tap t, quad q): the tap's phase plane in quad q at the tap's offset (tap_run's arithmetic);
     // output (y, x) reads it at + 4 * (y * g.cols + x).
     const uint8_t** const runs = thread_scratch_as<const uint8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(kgroups));
@@ -638,24 +707,23 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
           const int64_t q0 = quads * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
           const int64_t q1 = quads * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
           uint8_t* const qd = qplanes + 4 * q0 * cbytes;
-          if (unit && fill != nullptr) {
+          if (fill != nullptr) {
             // Each quad's codes written by the caller into a small buffer (L1), then straight into the quad planes.
             thread_local std::vector<int8_t> t_quad;
-            if (t_quad.size() < static_cast<size_t>(4 * h * w)) t_quad.resize(static_cast<size_t>(4 * h * w));
+            const int64_t cs = sel.rows * w;
+            if (t_quad.size() < static_cast<size_t>(4 * cs)) t_quad.resize(static_cast<size_t>(4 * cs));
             int8_t* const qbuf = t_quad.data();
-            task_or[t] = build_quads_unit(
-                [&](int64_t q) {
-                  (*fill)(b, gi * cg_ + 4 * (q0 + q), qbuf);
-                  return static_cast<const int8_t*>(qbuf);
-                },
-                h * w, q1 - q0, h, w, a_, g, qd);
-          } else if (unit) {
-            const int8_t* const xq = xg + 4 * q0 * h * w;
-            task_or[t] = build_quads_unit([&](int64_t q) { return xq + 4 * q * h * w; }, h * w, q1 - q0, h, w, a_, g,
-                                          qd);
+            auto quad = [&](int64_t q) {
+              (*fill)(b, gi * cg_ + 4 * (q0 + q), sel.r0, sel.step, sel.rows, qbuf);
+              return static_cast<const int8_t*>(qbuf);
+            };
+            task_or[t] = unit ? build_quads_unit(quad, cs, q1 - q0, h, w, a_, g, qd)
+                              : build_quads_strided(quad, cs, q1 - q0, h, w, a_, g, used.data(), sel, qd);
           } else {
-            build_phases(xg + 4 * q0 * h * w, 4 * (q1 - q0), h, w, a_, g, planes + 4 * q0 * cbytes);
-            task_or[t] = interleave_quads(planes + 4 * q0 * cbytes, q1 - q0, cbytes, qd);
+            const int8_t* const xq = xg + 4 * q0 * h * w;
+            auto quad = [&](int64_t q) { return xq + 4 * q * h * w; };
+            task_or[t] = unit ? build_quads_unit(quad, h * w, q1 - q0, h, w, a_, g, qd)
+                              : build_quads_strided(quad, h * w, q1 - q0, h, w, a_, g, used.data(), sel, qd);
           }
         });
         uint8_t any = 0;

@@ -67,15 +67,18 @@ class Conv2d {
   // !gemm_path() or ep.kind != kRaw.
   void run_raw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
                const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
-  // Writes the int8 codes of the 4 input channels [c, c + 4) of image b, [4][h][w], at dst: run_raw_fill's source,
-  // so that a caller can quantize each quad of channels straight into the engine's planes (through a buffer that
-  // stays in L1) instead of materializing the codes tensor.
-  using QuadFill = std::function<void(int64_t b, int64_t c, int8_t* dst)>;
-  // run_raw_fill applies to an input of shape xs: the channel-quad path with unit strides.
+  // Writes the int8 codes of the input rows r0 + i * step (i < rows) of the 4 input channels [c, c + 4) of image b,
+  // [4][rows][w], at dst: run_raw_fill's source, so that a caller can quantize each quad of channels straight into
+  // the engine's planes (through a buffer that stays in L1) instead of materializing the codes tensor. All rows
+  // (r0 = 0, step = 1, rows = h) unless the layer reads one row phase of a strided input (a 1x1 stride-2 layer:
+  // every other row).
+  using QuadFill =
+      std::function<void(int64_t b, int64_t c, int64_t r0, int64_t step, int64_t rows, int8_t* dst)>;
+  // run_raw_fill applies to an input of shape xs: the channel-quad path (quad planes of at most 256 KiB).
   bool quad_fill_ok(const Shape& xs) const;
   // run_raw() with the input's codes taken from `fill` quad by quad, each code written once into the channel-quad
-  // planes the kernel reads (padding: the code 0). Same sums as run_raw() on the codes `fill` writes. Throws Error when
-  // !quad_fill_ok(xs) or ep.kind != kRaw.
+  // planes the kernel reads (padding: the code 0; with strides only the stride phases some tap reads). Same sums
+  // as run_raw() on the codes `fill` writes. Throws Error when !quad_fill_ok(xs) or ep.kind != kRaw.
   void run_raw_fill(const QuadFill& fill, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
                     const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.

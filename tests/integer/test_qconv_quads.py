@@ -143,7 +143,8 @@ def test_quad_rows_qconv_matches_reference_bitwise(isa, act, case, kernel):
 # a layer whose taps all read one row phase quantizes only those rows): 1x1 stride 2 with odd sizes and with pads,
 # 3x3 stride 2 with odd sizes and asymmetric pads, unequal strides, stride 3 and 4 (pads wider than the stride, an
 # input narrower than the stride), dilation 2 with stride 2 (every tap on row phase 0), a 2x2 stride-2 kernel,
-# groups with batches, and resnet_mini's two stride-2 layers at batch 8.
+# groups with batches, resnet_mini's two stride-2 layers at batch 8, and kernels that read one row or one column
+# phase only.
 STRIDED_CASES = [
     ((2, 8, 9, 11), (5, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
     ((1, 4, 7, 33), (3, 1, 1), (2, 2), (1, 0, 2, 1), (1, 1), 1),
@@ -159,6 +160,10 @@ STRIDED_CASES = [
     ((3, 16, 9, 12), (6, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 2),
     ((8, 16, 32, 32), (32, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
     ((8, 16, 32, 32), (32, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((2, 8, 9, 13), (4, 3, 1), (2, 2), (1, 0, 1, 0), (1, 1), 1),  # all rows, every other column
+    ((1, 4, 10, 15), (3, 1, 3), (2, 2), (0, 1, 1, 1), (1, 1), 1),  # every other row, all columns
+    ((2, 4, 6, 19), (5, 1, 1), (1, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 8, 14, 17), (3, 1, 1), (3, 3), (2, 2, 1, 1), (1, 1), 1),  # the first row and column read are 1
 ]
 
 

@@ -337,34 +337,36 @@ uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int
   return any;
 }
 
-// The input rows a strided channel-quad layer reads, as QuadFill's (r0, step, rows): when every tap reads the
-// same row phase rp (kh = 1, or (i * dh) % sh equal for every i; sh > 1) only the rows yy * sh + rp - pt inside the
-// input, else all rows.
-struct RowSel {
-  int64_t r0 = 0, step = 1, rows = 0;
-};
-RowSel row_selection(const ConvAttrs& a, const PhaseGrid& g, int64_t h) {
-  RowSel s{0, 1, h};
-  if (a.sh == 1) return s;
-  const int64_t rp = 0;  // tap 0's row phase: (0 * dh) % sh
-  for (int64_t i = 1; i < a.kh; ++i)
-    if ((i * a.dh) % a.sh != rp) return s;
-  const int64_t y0 = std::max<int64_t>(0, ceil_div(a.pt - rp, a.sh, "conv phase rows"));
-  const int64_t y1 = std::min(g.rows, floor_div(h - 1 + a.pt - rp, a.sh, "conv phase rows") + 1);
-  s.step = a.sh;
-  s.rows = std::max<int64_t>(0, y1 - y0);
-  s.r0 = s.rows > 0 ? y0 * a.sh + rp - a.pt : 0;
+// The input positions a strided channel-quad layer reads (QuadGrid): when every tap reads row phase 0 (kh = 1, or
+// (i * dh) % sh == 0 for every i; sh > 1) only the rows yy * sh - pt inside the input, else all rows; the same for
+// the columns.
+void phase_selection(int64_t sh, int64_t k, int64_t d, int64_t pad, int64_t n, int64_t grid_n, int64_t* first,
+                     int64_t* step, int64_t* count) {
+  *first = 0, *step = 1, *count = n;
+  if (sh == 1) return;
+  for (int64_t i = 1; i < k; ++i)
+    if ((i * d) % sh != 0) return;
+  const int64_t y0 = std::max<int64_t>(0, ceil_div(pad, sh, "conv phase rows"));
+  const int64_t y1 = std::min(grid_n, floor_div(n - 1 + pad, sh, "conv phase rows") + 1);
+  *step = sh;
+  *count = std::max<int64_t>(0, y1 - y0);
+  *first = *count > 0 ? y0 * sh - pad : 0;
+}
+QuadGrid quad_selection(const ConvAttrs& a, const PhaseGrid& g, int64_t h, int64_t w) {
+  QuadGrid s;
+  phase_selection(a.sh, a.kh, a.dh, a.pt, h, g.rows, &s.r0, &s.rstep, &s.rows);
+  phase_selection(a.sw, a.kw, a.dw, a.pl, w, g.cols, &s.c0, &s.cstep, &s.cols);
   return s;
 }
 
 // The channel-quad planes of `quads` quads with strides (build_phases and the quad interleave in one pass, and only
-// the phases some tap reads: `used[r * sw + s]`): quad q's codes are `quad(q)`, 4 channels of the rows `sel` selects
-// ([rows][w] each) `cstride` apart. Phase (r, s) position (yy, xx) holds input (yy * sh + r - pt, xx * sw + s - pl)
+// the phases some tap reads: `used[r * sw + s]`): quad q's codes are `quad(q)`, 4 channels of the positions `sel`
+// selects ([sel.rows][sel.cols] each) `cstride` apart. Phase (r, s) position (yy, xx) holds input (yy * sh + r - pt, xx * sw + s - pl)
 // or 0x80 (the code 0, sign-flipped) in the padding; each used plane's slack gets 0x80 too. Returns the OR of the
 // codes placed.
 template <class QuadFn>
 uint8_t build_quads_strided(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w,
-                            const ConvAttrs& a, const PhaseGrid& g, const char* used, const RowSel& sel,
+                            const ConvAttrs& a, const PhaseGrid& g, const char* used, const QuadGrid& sel,
                             uint8_t* dst) {
   const int64_t sh = g.sh, sw = g.sw, cols = g.cols, rows = g.rows, plane = g.plane;
   thread_local std::vector<int8_t> t_cols;  // a strided row's 4 channels, gathered: [4][cols]
@@ -383,22 +385,24 @@ uint8_t build_quads_strided(const QuadFn& quad, int64_t cstride, int64_t quads, 
           uint8_t* row = pd + 4 * yy * cols;
           const int64_t iy = yy * sh + r - a.pt;
           const int64_t ri = iy - sel.r0;  // the row's index in the selection: a multiple of step when selected
-          if (iy < 0 || iy >= h || e <= f || ri < 0 || ri % sel.step != 0 || ri / sel.step >= sel.rows) {
+          if (iy < 0 || iy >= h || e <= f || ri < 0 || ri % sel.rstep != 0 || ri / sel.rstep >= sel.rows) {
             std::memset(row, 0x80, static_cast<size_t>(4 * cols));
             continue;
           }
-          const int8_t* s0 = src + (ri / sel.step) * w + f * sw + s - a.pl;
+          // The run's first input column f * sw + s - pl, then every sw-th: sstep apart in the selection.
+          const int64_t sstep = sw / sel.cstep;
+          const int8_t* s0 = src + (ri / sel.rstep) * sel.cols + (f * sw + s - a.pl - sel.c0) / sel.cstep;
           std::memset(row, 0x80, static_cast<size_t>(4 * f));
-          if (sw == 1) {
+          if (sstep == 1) {
             any = static_cast<uint8_t>(any | interleave_quad(s0, cstride, e - f, row + 4 * f));
           } else {
             for (int64_t i = 0; i < 4; ++i) {
               const int8_t* si = s0 + i * cstride;
               int8_t* ti = tmp + i * cols;
-              if (sw == 2) {
-                even_bytes(si, e - f, src + i * cstride + sel.rows * w, ti);
+              if (sstep == 2) {
+                even_bytes(si, e - f, src + i * cstride + sel.rows * sel.cols, ti);
               } else {
-                for (int64_t xx = 0; xx < e - f; ++xx) ti[xx] = si[xx * sw];
+                for (int64_t xx = 0; xx < e - f; ++xx) ti[xx] = si[xx * sstep];
               }
             }
             any = static_cast<uint8_t>(any | interleave_quad(tmp, cols, e - f, row + 4 * f));
@@ -686,8 +690,8 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     std::vector<char> used(unit ? 0 : static_cast<size_t>(g.sh * g.sw), 0);
     for (int64_t t = 0; t < taps && !unit; ++t)
       used[static_cast<size_t>((((t / a_.kw) * a_.dh) % g.sh) * g.sw + ((t % a_.kw) * a_.dw) % g.sw)] = 1;
-    // The rows a fill quantizes (all rows unless every tap reads one row phase); a codes tensor has all rows.
-    const RowSel sel = fill != nullptr ? row_selection(a_, g, h) : RowSel{0, 1, h};
+    // The positions a fill quantizes (all unless every tap reads one row or column phase); a codes tensor has all.
+    const QuadGrid sel = fill != nullptr && !unit ? quad_selection(a_, g, h, w) : QuadGrid{0, 1, h, 0, 1, w};
     // Run of k-group (tap t, quad q): the tap's phase plane in quad q at the tap's offset (tap_run's arithmetic);
     // output (y, x) reads it at + 4 * (y * g.cols + x).
     const uint8_t** const runs = thread_scratch_as<const uint8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(kgroups));
@@ -710,11 +714,11 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
           if (fill != nullptr) {
             // Each quad's codes written by the caller into a small buffer (L1), then straight into the quad planes.
             thread_local std::vector<int8_t> t_quad;
-            const int64_t cs = sel.rows * w;
+            const int64_t cs = sel.rows * sel.cols;
             if (t_quad.size() < static_cast<size_t>(4 * cs)) t_quad.resize(static_cast<size_t>(4 * cs));
             int8_t* const qbuf = t_quad.data();
             auto quad = [&](int64_t q) {
-              (*fill)(b, gi * cg_ + 4 * (q0 + q), sel.r0, sel.step, sel.rows, qbuf);
+              (*fill)(b, gi * cg_ + 4 * (q0 + q), sel, qbuf);
               return static_cast<const int8_t*>(qbuf);
             };
             task_or[t] = unit ? build_quads_unit(quad, cs, q1 - q0, h, w, a_, g, qd)

@@ -310,6 +310,54 @@ uint8_t interleave_quad(const int8_t* s0, int64_t cstride, int64_t len, uint8_t*
   return any;
 }
 
+// interleave_quad of every other byte: d[4 * t + i] = s0[i * cstride + 2 * t] ^ 0x80 for t < len, i < 4, reading
+// nothing at or beyond `limit` (the end of channel 3's codes). Returns the OR of the bytes placed.
+uint8_t interleave_quad_even(const int8_t* s0, int64_t cstride, int64_t len, const int8_t* limit, uint8_t* d) {
+  uint8_t any = 0;
+  const int8_t *s1 = s0 + cstride, *s2 = s1 + cstride, *s3 = s2 + cstride;
+  int64_t t = 0;
+#if defined(__SSE2__)
+  if (len >= 16 && s3 + 2 * len <= limit) {  // a chunk at t reads bytes 2t .. 2t + 31 of each channel
+    const __m128i lo = _mm_set1_epi16(0x00FF), flip = _mm_set1_epi8(static_cast<char>(0x80));
+    __m128i vany = _mm_setzero_si128();
+    auto even = [&](const int8_t* p) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+      return _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo));
+    };
+    auto step = [&](int64_t u) {
+      const __m128i a0 = even(s0 + 2 * u), a1 = even(s1 + 2 * u), a2 = even(s2 + 2 * u), a3 = even(s3 + 2 * u);
+      vany = _mm_or_si128(vany, _mm_or_si128(_mm_or_si128(a0, a1), _mm_or_si128(a2, a3)));
+      const __m128i v0 = _mm_xor_si128(a0, flip), v1 = _mm_xor_si128(a1, flip);
+      const __m128i v2 = _mm_xor_si128(a2, flip), v3 = _mm_xor_si128(a3, flip);
+      const __m128i ab_lo = _mm_unpacklo_epi8(v0, v1), ab_hi = _mm_unpackhi_epi8(v0, v1);
+      const __m128i cd_lo = _mm_unpacklo_epi8(v2, v3), cd_hi = _mm_unpackhi_epi8(v2, v3);
+      __m128i* out = reinterpret_cast<__m128i*>(d + 4 * u);
+      _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
+      _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+      _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+      _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+    };
+    for (; t + 16 <= len; t += 16) step(t);
+    if (t < len) step(len - 16), t = len;  // the last 16, overlapping (the same bytes again)
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 8));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 4));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 2));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 1));
+    any = static_cast<uint8_t>(_mm_cvtsi128_si32(vany));
+  }
+#endif
+  (void)limit;
+  for (; t < len; ++t) {
+    const int8_t v[4] = {s0[2 * t], s1[2 * t], s2[2 * t], s3[2 * t]};
+    for (int i = 0; i < 4; ++i) {
+      any = static_cast<uint8_t>(any | static_cast<uint8_t>(v[i]));
+      d[4 * t + i] = static_cast<uint8_t>(static_cast<uint8_t>(v[i]) ^ 0x80u);
+    }
+  }
+  return any;
+}
+
 // The channel-quad planes of `quads` quads straight from the codes, unit strides (one phase plane of g.rows x g.cols
 // positions, then slack): quad q's codes are `quad(q)`, 4 channels [h][w] `cstride` apart; the padding positions and
 // the slack get 0x80 (the code 0, sign-flipped), as build_phases and an interleave of its planes would write them. Returns the OR
@@ -395,15 +443,13 @@ uint8_t build_quads_strided(const QuadFn& quad, int64_t cstride, int64_t quads, 
           std::memset(row, 0x80, static_cast<size_t>(4 * f));
           if (sstep == 1) {
             any = static_cast<uint8_t>(any | interleave_quad(s0, cstride, e - f, row + 4 * f));
+          } else if (sstep == 2) {
+            any = static_cast<uint8_t>(any | interleave_quad_even(s0, cstride, e - f, src + 4 * cstride, row + 4 * f));
           } else {
             for (int64_t i = 0; i < 4; ++i) {
               const int8_t* si = s0 + i * cstride;
               int8_t* ti = tmp + i * cols;
-              if (sstep == 2) {
-                even_bytes(si, e - f, src + i * cstride + sel.rows * sel.cols, ti);
-              } else {
-                for (int64_t xx = 0; xx < e - f; ++xx) ti[xx] = si[xx * sstep];
-              }
+              for (int64_t xx = 0; xx < e - f; ++xx) ti[xx] = si[xx * sstep];
             }
             any = static_cast<uint8_t>(any | interleave_quad(tmp, cols, e - f, row + 4 * f));
           }

@@ -360,8 +360,8 @@ uint8_t interleave_quad_even(const int8_t* s0, int64_t cstride, int64_t len, con
 
 // The channel-quad planes of `quads` quads straight from the codes, unit strides (one phase plane of g.rows x g.cols
 // positions, then slack): quad q's codes are `quad(q)`, 4 channels [h][w] `cstride` apart; the padding positions and
-// the slack get 0x80 (the code 0, sign-flipped), as build_phases and an interleave of its planes would write them. Returns the OR
-// of the codes (the padding's 0 adds nothing).
+// the slack get 0x80 (the code 0, sign-flipped), as build_phases and an interleave of its planes would write them.
+// Returns the OR of the codes (the padding's 0 adds nothing).
 template <class QuadFn>
 uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w, const ConvAttrs& a,
                          const PhaseGrid& g, uint8_t* dst) {
@@ -409,9 +409,9 @@ QuadGrid quad_selection(const ConvAttrs& a, const PhaseGrid& g, int64_t h, int64
 
 // The channel-quad planes of `quads` quads with strides (build_phases and the quad interleave in one pass, and only
 // the phases some tap reads: `used[r * sw + s]`): quad q's codes are `quad(q)`, 4 channels of the positions `sel`
-// selects ([sel.rows][sel.cols] each) `cstride` apart. Phase (r, s) position (yy, xx) holds input (yy * sh + r - pt, xx * sw + s - pl)
-// or 0x80 (the code 0, sign-flipped) in the padding; each used plane's slack gets 0x80 too. Returns the OR of the
-// codes placed.
+// selects ([sel.rows][sel.cols] each) `cstride` apart. Phase (r, s) position (yy, xx) holds the input's
+// (yy * sh + r - pt, xx * sw + s - pl) or 0x80 (the code 0, sign-flipped) in the padding; each used plane's slack gets
+// 0x80 too. Returns the OR of the codes placed.
 template <class QuadFn>
 uint8_t build_quads_strided(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w,
                             const ConvAttrs& a, const PhaseGrid& g, const char* used, const QuadGrid& sel,

@@ -143,3 +143,52 @@ def test_quad_rows_qconv_matches_reference_bitwise(isa, act, case, kernel):
     got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, kernel=kernel, **a)
     want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, **a)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+# Strided channel-quad layers, quantized straight into the stride-phase quad planes (only the phases some tap reads;
+# a layer whose taps all read one row phase quantizes only those rows): 1x1 stride 2 with odd sizes and with pads,
+# 3x3 stride 2 with odd sizes and asymmetric pads, unequal strides, stride 3 and 4 (pads wider than the stride, an
+# input narrower than the stride), dilation 2 with stride 2 (every tap on row phase 0), a 2x2 stride-2 kernel,
+# groups with batches, resnet_mini's two stride-2 layers at batch 8, and kernels that read one row or one column
+# phase only.
+STRIDED_CASES = [
+    ((2, 8, 9, 11), (5, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 4, 7, 33), (3, 1, 1), (2, 2), (1, 0, 2, 1), (1, 1), 1),
+    ((2, 8, 15, 17), (6, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 8, 10, 13), (4, 3, 3), (2, 2), (0, 2, 1, 0), (1, 1), 1),
+    ((2, 4, 9, 20), (3, 3, 3), (2, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((1, 4, 8, 21), (3, 3, 3), (1, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 8, 11, 10), (4, 1, 2), (3, 3), (2, 1, 4, 2), (1, 1), 1),
+    ((1, 4, 3, 2), (2, 1, 1), (4, 4), (5, 3, 2, 6), (1, 1), 1),
+    ((1, 8, 13, 24), (5, 3, 3), (2, 2), (2, 2, 2, 2), (2, 2), 1),
+    ((2, 4, 8, 16), (3, 2, 2), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((3, 16, 9, 12), (6, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 2),
+    ((3, 16, 9, 12), (6, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 2),
+    ((8, 16, 32, 32), (32, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),
+    ((8, 16, 32, 32), (32, 1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((2, 8, 9, 13), (4, 3, 1), (2, 2), (1, 0, 1, 0), (1, 1), 1),  # all rows, every other column
+    ((1, 4, 10, 15), (3, 1, 3), (2, 2), (0, 1, 1, 1), (1, 1), 1),  # every other row, all columns
+    ((2, 4, 6, 19), (5, 1, 1), (1, 2), (0, 0, 0, 0), (1, 1), 1),
+    ((1, 8, 14, 17), (3, 1, 1), (3, 3), (2, 2, 1, 1), (1, 1), 1),  # the first row and column read are 1
+    ((2, 4, 5, 45), (3, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 1),  # stride-2 phase rows of 22 and 23 codes
+]
+
+
+@pytest.mark.parametrize("act", FUSED_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(STRIDED_CASES)))
+@pytest.mark.parametrize("kernel", ["auto", "scalar"])
+def test_quad_strided_qconv_matches_reference_bitwise(isa, act, case, kernel):
+    xs, (m, kh, kw), st, pa, di, group = STRIDED_CASES[case]
+    rng = np.random.default_rng(130 + case)
+    scale = 0.25
+    # Rounding ties, then NaN, infinities, -0 and out-of-range values (on the rows a stride-2 layer reads, too).
+    x = (rng.integers(-40, 80, xs) * (scale / 2)).astype(np.float32)
+    specials = np.array([np.nan, np.inf, -np.inf, -0.0, 1e30, -1e30, 0.5 * scale, -0.5 * scale], np.float32)
+    x.reshape(-1)[rng.choice(x.size, specials.size, replace=False)] = specials
+    x[0, 0, 0, :2] = specials[:2]
+    w = rng.integers(-8, 8, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s, b = _params(rng, m, scale)
+    a = {"scale": scale, **act}
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, kernel=kernel, **a)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, **a)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -311,20 +311,58 @@ uint8_t interleave_quad(const int8_t* s0, int64_t cstride, int64_t len, uint8_t*
   return any;
 }
 
-// Channel-quad planes (Conv2d::quad_): dst[(q * len + t) * 4 + i] = src[(4 * q + i) * len + t] ^ 0x80 for q < quads,
-// t < len (len: the bytes of one channel's phase planes). Returns the OR of every source byte (x_max_of_or's
-// argument).
-uint8_t interleave_quads(const int8_t* src, int64_t quads, int64_t len, uint8_t* dst) {
+// interleave_quad of every other byte: d[4 * t + i] = s0[i * cstride + 2 * t] ^ 0x80 for t < len, i < 4, reading
+// nothing at or beyond `limit` (the end of channel 3's codes). Returns the OR of the bytes placed.
+uint8_t interleave_quad_even(const int8_t* s0, int64_t cstride, int64_t len, const int8_t* limit, uint8_t* d) {
   uint8_t any = 0;
-  for (int64_t q = 0; q < quads; ++q)
-    any = static_cast<uint8_t>(any | interleave_quad(src + 4 * q * len, len, len, dst + 4 * q * len));
+  const int8_t *s1 = s0 + cstride, *s2 = s1 + cstride, *s3 = s2 + cstride;
+  int64_t t = 0;
+#if defined(__SSE2__)
+  if (len >= 16 && s3 + 2 * len <= limit) {  // a chunk at t reads bytes 2t .. 2t + 31 of each channel
+    const __m128i lo = _mm_set1_epi16(0x00FF), flip = _mm_set1_epi8(static_cast<char>(0x80));
+    __m128i vany = _mm_setzero_si128();
+    auto even = [&](const int8_t* p) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+      return _mm_packus_epi16(_mm_and_si128(a, lo), _mm_and_si128(b, lo));
+    };
+    auto step = [&](int64_t u) {
+      const __m128i a0 = even(s0 + 2 * u), a1 = even(s1 + 2 * u), a2 = even(s2 + 2 * u), a3 = even(s3 + 2 * u);
+      vany = _mm_or_si128(vany, _mm_or_si128(_mm_or_si128(a0, a1), _mm_or_si128(a2, a3)));
+      const __m128i v0 = _mm_xor_si128(a0, flip), v1 = _mm_xor_si128(a1, flip);
+      const __m128i v2 = _mm_xor_si128(a2, flip), v3 = _mm_xor_si128(a3, flip);
+      const __m128i ab_lo = _mm_unpacklo_epi8(v0, v1), ab_hi = _mm_unpackhi_epi8(v0, v1);
+      const __m128i cd_lo = _mm_unpacklo_epi8(v2, v3), cd_hi = _mm_unpackhi_epi8(v2, v3);
+      __m128i* out = reinterpret_cast<__m128i*>(d + 4 * u);
+      _mm_storeu_si128(out + 0, _mm_unpacklo_epi16(ab_lo, cd_lo));
+      _mm_storeu_si128(out + 1, _mm_unpackhi_epi16(ab_lo, cd_lo));
+      _mm_storeu_si128(out + 2, _mm_unpacklo_epi16(ab_hi, cd_hi));
+      _mm_storeu_si128(out + 3, _mm_unpackhi_epi16(ab_hi, cd_hi));
+    };
+    for (; t + 16 <= len; t += 16) step(t);
+    if (t < len) step(len - 16), t = len;  // the last 16, overlapping (the same bytes again)
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 8));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 4));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 2));
+    vany = _mm_or_si128(vany, _mm_srli_si128(vany, 1));
+    any = static_cast<uint8_t>(_mm_cvtsi128_si32(vany));
+  }
+#endif
+  (void)limit;
+  for (; t < len; ++t) {
+    const int8_t v[4] = {s0[2 * t], s1[2 * t], s2[2 * t], s3[2 * t]};
+    for (int i = 0; i < 4; ++i) {
+      any = static_cast<uint8_t>(any | static_cast<uint8_t>(v[i]));
+      d[4 * t + i] = static_cast<uint8_t>(static_cast<uint8_t>(v[i]) ^ 0x80u);
+    }
+  }
   return any;
 }
 
 // The channel-quad planes of `quads` quads straight from the codes, unit strides (one phase plane of g.rows x g.cols
 // positions, then slack): quad q's codes are `quad(q)`, 4 channels [h][w] `cstride` apart; the padding positions and
-// the slack get 0x80 (the code 0, sign-flipped), as build_phases + interleave_quads would write them. Returns the OR
-// of the codes (the padding's 0 adds nothing).
+// the slack get 0x80 (the code 0, sign-flipped), as build_phases and an interleave of its planes would write them.
+// Returns the OR of the codes (the padding's 0 adds nothing).
 template <class QuadFn>
 uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w, const ConvAttrs& a,
                          const PhaseGrid& g, uint8_t* dst) {
@@ -372,6 +410,83 @@ uint8_t build_quads_rows(const int8_t* x, int64_t quads, int64_t h, int64_t w, c
       std::memset(r + 4 * e, 0x80, static_cast<size_t>(4 * (cols - e)));
     }
     std::memset(qd + 4 * (r1 - r0) * cols, 0x80, static_cast<size_t>(4 * (bplane - (r1 - r0) * cols)));
+  }
+  return any;
+}
+
+// The input positions a strided channel-quad layer reads (QuadGrid): when every tap reads row phase 0 (kh = 1, or
+// (i * dh) % sh == 0 for every i; sh > 1) only the rows yy * sh - pt inside the input, else all rows; the same for
+// the columns.
+void phase_selection(int64_t sh, int64_t k, int64_t d, int64_t pad, int64_t n, int64_t grid_n, int64_t* first,
+                     int64_t* step, int64_t* count) {
+  *first = 0, *step = 1, *count = n;
+  if (sh == 1) return;
+  for (int64_t i = 1; i < k; ++i)
+    if ((i * d) % sh != 0) return;
+  const int64_t y0 = std::max<int64_t>(0, ceil_div(pad, sh, "conv phase rows"));
+  const int64_t y1 = std::min(grid_n, floor_div(n - 1 + pad, sh, "conv phase rows") + 1);
+  *step = sh;
+  *count = std::max<int64_t>(0, y1 - y0);
+  *first = *count > 0 ? y0 * sh - pad : 0;
+}
+QuadGrid quad_selection(const ConvAttrs& a, const PhaseGrid& g, int64_t h, int64_t w) {
+  QuadGrid s;
+  phase_selection(a.sh, a.kh, a.dh, a.pt, h, g.rows, &s.r0, &s.rstep, &s.rows);
+  phase_selection(a.sw, a.kw, a.dw, a.pl, w, g.cols, &s.c0, &s.cstep, &s.cols);
+  return s;
+}
+
+// The channel-quad planes of `quads` quads with strides (build_phases and the quad interleave in one pass, and only
+// the phases some tap reads: `used[r * sw + s]`): quad q's codes are `quad(q)`, 4 channels of the positions `sel`
+// selects ([sel.rows][sel.cols] each) `cstride` apart. Phase (r, s) position (yy, xx) holds the input's
+// (yy * sh + r - pt, xx * sw + s - pl) or 0x80 (the code 0, sign-flipped) in the padding; each used plane's slack gets
+// 0x80 too. Returns the OR of the codes placed.
+template <class QuadFn>
+uint8_t build_quads_strided(const QuadFn& quad, int64_t cstride, int64_t quads, int64_t h, int64_t w,
+                            const ConvAttrs& a, const PhaseGrid& g, const char* used, const QuadGrid& sel,
+                            uint8_t* dst) {
+  const int64_t sh = g.sh, sw = g.sw, cols = g.cols, rows = g.rows, plane = g.plane;
+  thread_local std::vector<int8_t> t_cols;  // a strided row's 4 channels, gathered: [4][cols]
+  if (t_cols.size() < static_cast<size_t>(4 * cols)) t_cols.resize(static_cast<size_t>(4 * cols));
+  int8_t* const tmp = t_cols.data();
+  uint8_t any = 0;
+  for (int64_t q = 0; q < quads; ++q) {
+    const int8_t* src = quad(q);
+    for (int64_t r = 0; r < sh; ++r) {
+      for (int64_t s = 0; s < sw; ++s) {
+        if (!used[r * sw + s]) continue;
+        uint8_t* pd = dst + 4 * (q * sh * sw + r * sw + s) * plane;
+        const int64_t f = std::clamp<int64_t>(ceil_div(a.pl - s, sw, "conv phase columns"), 0, cols);
+        const int64_t e = std::max(f, std::min(cols, floor_div(w - 1 + a.pl - s, sw, "conv phase columns") + 1));
+        for (int64_t yy = 0; yy < rows; ++yy) {
+          uint8_t* row = pd + 4 * yy * cols;
+          const int64_t iy = yy * sh + r - a.pt;
+          const int64_t ri = iy - sel.r0;  // the row's index in the selection: a multiple of step when selected
+          if (iy < 0 || iy >= h || e <= f || ri < 0 || ri % sel.rstep != 0 || ri / sel.rstep >= sel.rows) {
+            std::memset(row, 0x80, static_cast<size_t>(4 * cols));
+            continue;
+          }
+          // The run's first input column f * sw + s - pl, then every sw-th: sstep apart in the selection.
+          const int64_t sstep = sw / sel.cstep;
+          const int8_t* s0 = src + (ri / sel.rstep) * sel.cols + (f * sw + s - a.pl - sel.c0) / sel.cstep;
+          std::memset(row, 0x80, static_cast<size_t>(4 * f));
+          if (sstep == 1) {
+            any = static_cast<uint8_t>(any | interleave_quad(s0, cstride, e - f, row + 4 * f));
+          } else if (sstep == 2) {
+            any = static_cast<uint8_t>(any | interleave_quad_even(s0, cstride, e - f, src + 4 * cstride, row + 4 * f));
+          } else {
+            for (int64_t i = 0; i < 4; ++i) {
+              const int8_t* si = s0 + i * cstride;
+              int8_t* ti = tmp + i * cols;
+              for (int64_t xx = 0; xx < e - f; ++xx) ti[xx] = si[xx * sstep];
+            }
+            any = static_cast<uint8_t>(any | interleave_quad(tmp, cols, e - f, row + 4 * f));
+          }
+          std::memset(row + 4 * e, 0x80, static_cast<size_t>(4 * (cols - e)));
+        }
+        std::memset(pd + 4 * rows * cols, 0x80, static_cast<size_t>(4 * (plane - rows * cols)));
+      }
+    }
   }
   return any;
 }
@@ -613,7 +728,7 @@ void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const
 }
 
 bool Conv2d::quad_fill_ok(const Shape& xs) const {
-  if (!quad_ || a_.sh != 1 || a_.sw != 1) return false;
+  if (!quad_) return false;
   const Shape os = output_shape(xs);
   return cg_ * phase_grid(xs[2], xs[3], a_, os[2], os[3]).channel_bytes() <= kQuadMaxBytes;
 }
@@ -683,7 +798,7 @@ void Conv2d::run_raw_bands(const int8_t* x, const Shape& xs, const Epilogue& ep,
 
 void Conv2d::run_raw_fill(const QuadFill& fill, const Shape& xs, const Epilogue& ep, const RawSink& sink,
                           const Parallel& par, Kernel kernel) const {
-  if (!quad_fill_ok(xs)) throw_error("run_raw_fill: this convolution does not take the unit-stride channel-quad path");
+  if (!quad_fill_ok(xs)) throw_error("run_raw_fill: this convolution does not take the channel-quad path");
   if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw_fill: the epilogue must produce raw sums");
   const Shape os = output_shape(xs);
   if (os[0] == 0 || os[2] * os[3] == 0) return;
@@ -705,12 +820,16 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     // copied from them (pack_panel_quads); only the output's pixels are computed, so the GEMM writes NCHW directly.
     const int64_t taps = a_.kh * a_.kw, quads = cg_ / 4, kgroups = taps * quads, cbytes = g.channel_bytes();
     const int64_t bytes = cg_ * cbytes;
-    // Unit strides: the quad planes straight from the code rows (build_quads_unit), no phase planes in between.
+    // The quad planes straight from the code rows (build_quads_unit, build_quads_strided), no phase planes in
+    // between; with strides only the phases some tap reads (a 1x1 stride-2 layer: one of four).
     const bool unit = a_.sh == 1 && a_.sw == 1;
-    int8_t* const buf =
-        thread_scratch_as<int8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(unit ? bytes : 2 * bytes));
-    auto* const qplanes = reinterpret_cast<uint8_t*>(buf);  // [quad][phase][position][4]
-    int8_t* const planes = buf + bytes;                      // build_phases' [channel][phase][position]
+    auto* const qplanes =  // [quad][phase][position][4]
+        thread_scratch_as<uint8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(bytes));
+    std::vector<char> used(unit ? 0 : static_cast<size_t>(g.sh * g.sw), 0);
+    for (int64_t t = 0; t < taps && !unit; ++t)
+      used[static_cast<size_t>((((t / a_.kw) * a_.dh) % g.sh) * g.sw + ((t % a_.kw) * a_.dw) % g.sw)] = 1;
+    // The positions a fill quantizes (all unless every tap reads one row or column phase); a codes tensor has all.
+    const QuadGrid sel = fill != nullptr && !unit ? quad_selection(a_, g, h, w) : QuadGrid{0, 1, h, 0, 1, w};
     // Run of k-group (tap t, quad q): the tap's phase plane in quad q at the tap's offset (tap_run's arithmetic);
     // output (y, x) reads it at + 4 * (y * g.cols + x).
     const uint8_t** const runs = thread_scratch_as<const uint8_t*>(ScratchSlot::kConvRows, static_cast<size_t>(kgroups));
@@ -730,24 +849,23 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
           const int64_t q0 = quads * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
           const int64_t q1 = quads * static_cast<int64_t>(t + 1) / static_cast<int64_t>(build_tasks);
           uint8_t* const qd = qplanes + 4 * q0 * cbytes;
-          if (unit && fill != nullptr) {
+          if (fill != nullptr) {
             // Each quad's codes written by the caller into a small buffer (L1), then straight into the quad planes.
             thread_local std::vector<int8_t> t_quad;
-            if (t_quad.size() < static_cast<size_t>(4 * h * w)) t_quad.resize(static_cast<size_t>(4 * h * w));
+            const int64_t cs = sel.rows * sel.cols;
+            if (t_quad.size() < static_cast<size_t>(4 * cs)) t_quad.resize(static_cast<size_t>(4 * cs));
             int8_t* const qbuf = t_quad.data();
-            task_or[t] = build_quads_unit(
-                [&](int64_t q) {
-                  (*fill)(b, gi * cg_ + 4 * (q0 + q), qbuf);
-                  return static_cast<const int8_t*>(qbuf);
-                },
-                h * w, q1 - q0, h, w, a_, g, qd);
-          } else if (unit) {
-            const int8_t* const xq = xg + 4 * q0 * h * w;
-            task_or[t] = build_quads_unit([&](int64_t q) { return xq + 4 * q * h * w; }, h * w, q1 - q0, h, w, a_, g,
-                                          qd);
+            auto quad = [&](int64_t q) {
+              (*fill)(b, gi * cg_ + 4 * (q0 + q), sel, qbuf);
+              return static_cast<const int8_t*>(qbuf);
+            };
+            task_or[t] = unit ? build_quads_unit(quad, cs, q1 - q0, h, w, a_, g, qd)
+                              : build_quads_strided(quad, cs, q1 - q0, h, w, a_, g, used.data(), sel, qd);
           } else {
-            build_phases(xg + 4 * q0 * h * w, 4 * (q1 - q0), h, w, a_, g, planes + 4 * q0 * cbytes);
-            task_or[t] = interleave_quads(planes + 4 * q0 * cbytes, q1 - q0, cbytes, qd);
+            const int8_t* const xq = xg + 4 * q0 * h * w;
+            auto quad = [&](int64_t q) { return xq + 4 * q * h * w; };
+            task_or[t] = unit ? build_quads_unit(quad, h * w, q1 - q0, h, w, a_, g, qd)
+                              : build_quads_strided(quad, h * w, q1 - q0, h, w, a_, g, used.data(), sel, qd);
           }
         });
         uint8_t any = 0;

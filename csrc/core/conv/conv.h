@@ -44,6 +44,13 @@ enum class ConvAlgo : int {
 
 struct DwNhwcWeights;
 
+// The input positions a channel-quad layer reads (Conv2d::QuadFill): rows r0 + i * rstep (i < rows), columns
+// c0 + j * cstep (j < cols).
+struct QuadGrid {
+  int64_t r0 = 0, rstep = 1, rows = 0;
+  int64_t c0 = 0, cstep = 1, cols = 0;
+};
+
 // A convolution with its weights prepared (packed per group, or kept for the depthwise kernel).
 // Weights [m][c/group][kh][kw]; m must be a multiple of group.
 class Conv2d {
@@ -67,15 +74,17 @@ class Conv2d {
   // !gemm_path() or ep.kind != kRaw.
   void run_raw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
                const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
-  // Writes the int8 codes of the 4 input channels [c, c + 4) of image b, [4][h][w], at dst: run_raw_fill's source,
-  // so that a caller can quantize each quad of channels straight into the engine's planes (through a buffer that
-  // stays in L1) instead of materializing the codes tensor.
-  using QuadFill = std::function<void(int64_t b, int64_t c, int8_t* dst)>;
-  // run_raw_fill applies to an input of shape xs: the channel-quad path with unit strides.
+  // Writes the int8 codes of the input positions (sel.r0 + i * sel.rstep, sel.c0 + j * sel.cstep), i < sel.rows,
+  // j < sel.cols, of the 4 input channels [c, c + 4) of image b, [4][sel.rows][sel.cols], at dst: run_raw_fill's
+  // source, so that a caller can quantize each quad of channels straight into the engine's planes (through a buffer
+  // that stays in L1) instead of materializing the codes tensor. The whole input (0, 1, h, 0, 1, w) unless the
+  // layer's taps all read one row (column) phase of a strided input: a 1x1 stride-2 layer reads a quarter of it.
+  using QuadFill = std::function<void(int64_t b, int64_t c, const QuadGrid& sel, int8_t* dst)>;
+  // run_raw_fill applies to an input of shape xs: the channel-quad path (quad planes of at most 256 KiB).
   bool quad_fill_ok(const Shape& xs) const;
   // run_raw() with the input's codes taken from `fill` quad by quad, each code written once into the channel-quad
-  // planes the kernel reads (padding: the code 0). Same sums as run_raw() on the codes `fill` writes. Throws Error when
-  // !quad_fill_ok(xs) or ep.kind != kRaw.
+  // planes the kernel reads (padding: the code 0; with strides only the stride phases some tap reads). Same sums
+  // as run_raw() on the codes `fill` writes. Throws Error when !quad_fill_ok(xs) or ep.kind != kRaw.
   void run_raw_fill(const QuadFill& fill, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
                     const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The sums of output rows [y0, y1) of image b and group g: [m/group][y1 - y0][ow] int32, contiguous. Called on

@@ -374,12 +374,21 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
             b_.data() + j0, relu_);
   };
   if (band == 0 && !explicit_pad_ && n_out > 0 && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
-    // Unit-stride channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer and
-    // from there straight into the quad planes the kernel reads; no codes tensor, no phase planes.
+    // Channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer and from there
+    // straight into the quad planes the kernel reads; no codes tensor, no phase planes. A strided layer whose taps
+    // read one row or column phase (1x1 stride 2) quantizes only the positions it reads.
     const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
+    const auto quant_grid =
+        select_isa(&scalar::quantize_codes_grid_isa, &avx2::quantize_codes_grid_isa, &avx512::quantize_codes_grid_isa);
     const int64_t c = xs[1], h = xs[2], w = xs[3];
     conv_.run_raw_fill(
-        [&](int64_t b, int64_t ch, int8_t* dst) { quant(act_, x + (b * c + ch) * h * w, dst, 4 * h * w); },
+        [&](int64_t b, int64_t ch, const conv::QuadGrid& sel, int8_t* dst) {
+          const float* src = x + (b * c + ch) * h * w;
+          if (sel.rows == h && sel.cols == w) return quant(act_, src, dst, 4 * h * w);
+          for (int64_t i = 0; i < 4; ++i)
+            quant_grid(act_, src + i * h * w + sel.r0 * w + sel.c0, sel.rstep * w, sel.cstep, sel.rows, sel.cols,
+                       dst + i * sel.rows * sel.cols);
+        },
         xs, ep, sink, par, kernel);
     return;
   }

@@ -7,6 +7,9 @@
 
 namespace ortquant::integer {
 ORTQUANT_DECLARE_ISA_FN(void, quantize_codes_isa, (const ActQuant& a, const float* x, int8_t* codes, int64_t n))
+ORTQUANT_DECLARE_ISA_FN(void, quantize_codes_grid_isa,
+                        (const ActQuant& a, const float* x, int64_t row_stride, int64_t col_step, int64_t rows,
+                         int64_t cols, int8_t* codes))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
                         (const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner,
                          const int64_t* corr, const double* s, const double* b, bool relu))

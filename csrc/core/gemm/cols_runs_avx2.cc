@@ -48,18 +48,16 @@ namespace {
 #define OQ_R2DECL(r) __m256i l##r = z, h##r = z;
 #define OQ_R2ROW(r) \
   if constexpr (MR > r) nonneg_step2(l##r, h##r, x0, x1, a + 4 * r);
-#define OQ_R2FLUSH(r)                                                           \
-  if constexpr (MR > r) {                                                       \
-    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(l##r, ones));           \
-    acc[6 + r] = _mm256_add_epi32(acc[6 + r], _mm256_madd_epi16(h##r, ones));   \
-    l##r = h##r = z;                                                            \
+#define OQ_R2FLUSH(r)              \
+  if constexpr (MR > r) {          \
+    widen_into(acc + r, l##r);     \
+    widen_into(acc + 6 + r, h##r); \
   }
 
 // Chunks ci and ci + 1 of tile_runs (nonneg_flush > 1): 16 pixels per k-group, 12 int16 accumulators.
 template <int MR>
 void tile_runs16(const TileArgs& t, const uint8_t* const* runs, int64_t off0, int64_t off1, int ci) {
   const __m256i z = _mm256_setzero_si256();
-  const __m256i ones = _mm256_set1_epi16(1);
   const int64_t flush = t.nonneg_flush;
   __m256i acc[12] = {};  // chunk ci's pixels of row r in acc[r], chunk ci + 1's in acc[6 + r]
   for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = _mm256_set1_epi32(t.corr[r]);

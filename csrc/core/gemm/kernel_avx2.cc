@@ -188,18 +188,16 @@ void tile_xsign(const TileArgs& t) {
 #define OQ_N2DECL(r) __m256i l##r = z, h##r = z;
 #define OQ_N2ROW(r) \
   if constexpr (MR > r) nonneg_step2(l##r, h##r, x0, x1, a + 4 * r);
-#define OQ_N2FLUSH(r)                                                       \
-  if constexpr (MR > r) {                                                   \
-    acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(l##r, ones));       \
-    acc[6 + r] = _mm256_add_epi32(acc[6 + r], _mm256_madd_epi16(h##r, ones)); \
-    l##r = h##r = z;                                                        \
+#define OQ_N2FLUSH(r)              \
+  if constexpr (MR > r) {          \
+    widen_into(acc + r, l##r);     \
+    widen_into(acc + 6 + r, h##r); \
   }
 
 // Pixels [c0, c0 + 16) of tile_nonneg (flush > 1); x0 and x1 load the k-group's two pixel vectors from b.
 template <int MR, bool kBiased, class LoadX>
 void nonneg16(const TileArgs& t, int c0, int64_t flush, const LoadX& load_x) {
   const __m256i z = _mm256_setzero_si256();
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256i acc[12] = {};  // pixels 0-7 of row r in acc[r], pixels 8-15 in acc[6 + r]
   for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = kBiased ? z : _mm256_set1_epi32(t.corr[r]);
   OQ_ROWS(OQ_N2DECL)

@@ -59,7 +59,9 @@ template <int MR>
 void tile_runs16(const TileArgs& t, const uint8_t* const* runs, int64_t off0, int64_t off1, int ci) {
   const __m256i z = _mm256_setzero_si256();
   const int64_t flush = t.nonneg_flush;
-  __m256i acc[12] = {};  // chunk ci's pixels of row r in acc[r], chunk ci + 1's in acc[6 + r]
+  // Chunk ci's pixels of row r in acc[r], chunk ci + 1's in acc[6 + r]; rows >= MR are never read (zeroing all 12
+  // was a rep stos per tile).
+  __m256i acc[12];
   for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = _mm256_set1_epi32(t.corr[r]);
   OQ_RROWS(OQ_R2DECL)
   const auto* a = static_cast<const uint8_t*>(t.a);

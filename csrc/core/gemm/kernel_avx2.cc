@@ -198,7 +198,9 @@ void tile_xsign(const TileArgs& t) {
 template <int MR, bool kBiased, class LoadX>
 void nonneg16(const TileArgs& t, int c0, int64_t flush, const LoadX& load_x) {
   const __m256i z = _mm256_setzero_si256();
-  __m256i acc[12] = {};  // pixels 0-7 of row r in acc[r], pixels 8-15 in acc[6 + r]
+  // Pixels 0-7 of row r in acc[r], pixels 8-15 in acc[6 + r]; rows >= MR are never read (zeroing all 12 was a
+  // rep stos per tile).
+  __m256i acc[12];
   for (int r = 0; r < MR; ++r) acc[r] = acc[6 + r] = kBiased ? z : _mm256_set1_epi32(t.corr[r]);
   OQ_ROWS(OQ_N2DECL)
   const auto* a = static_cast<const uint8_t*>(t.a);

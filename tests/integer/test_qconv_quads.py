@@ -104,6 +104,38 @@ def test_quad_qconv_largest_sums_are_exact(kernel, act, wv):
     assert np.abs(want).max() == cin * 9 * (2 ** act["bits"] - 1) * abs(wv)
 
 
+def _longest_safe_run(w: np.ndarray, x_max: int) -> tuple[int, int]:
+    """(f, s): the longest run f of k-groups (aligned at multiples of f, in the engine's (tap, channel) reduction
+    order) whose per-half sum of |w| times x_max fits int16, and that largest sum s, computed here independently of
+    the library (PackedWeights::run_abs's rule)."""
+    m, c = w.shape[:2]
+    halves = np.abs(w.astype(np.int64)).reshape(m, c, -1).transpose(0, 2, 1).reshape(m, -1, 2, 2).sum(-1)
+    kg, best = halves.shape[1], (1, 0)
+    for f in range(1, min(128, kg) + 1):
+        top = max(int(halves[:, g0 : g0 + f].sum(1).max()) for g0 in range(0, kg, f))
+        if x_max * top <= 32767:
+            best = (f, top)
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quad_qconv_runs_between_widenings_follow_the_weights(isa, seed):
+    # 6-bit codes at their largest against non-negative weights of varying size: the int16 sums between two widenings
+    # grow as far as the per-run bound of these weights allows (more k-groups than 32767 / (2 * 63 * max|w|)), so a
+    # run one k-group too long, or runs counted at other offsets than the kernel's, would wrap and differ here.
+    rng = np.random.default_rng(seed)
+    w = np.where(rng.random((10, 16, 3, 3)) < 0.2, 31, rng.integers(0, 4, (10, 16, 3, 3))).astype(np.int8)
+    f, top = _longest_safe_run(w, 63)
+    assert f > 32767 // (2 * 63 * 31) and 63 * top > 24000, (f, top)  # the bound is what limits these sums
+    x = np.full((2, 16, 6, 16), 1e6, np.float32)
+    x[1, :, 2:4] = -1.0  # code 0: rows without products
+    s, b = np.full(10, 1.0), np.zeros(10)
+    act = {"scale": 1.0, "bits": 6, "signed": False}
+    got = kernels.qconv(x, w, s, b, pads=(1, 1, 1, 1), **act)
+    want = ref.qconv(x, w, s, b, pads=(1, 1, 1, 1), **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 # Unit-stride channel-quad layers whose input rows are quantized straight into the quad planes (no codes tensor):
 # pads wider than the kernel's reach and asymmetric, rows that are not a multiple of 16 pixels (the interleave's
 # tail), groups with batches, dilation, a 1x3 kernel without pads, an input row narrower than the left pad.

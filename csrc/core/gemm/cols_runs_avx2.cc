@@ -158,7 +158,6 @@ void tile_runs_any(const TileArgs& t, const uint8_t* const* runs, const int64_t*
   }
 }
 
-constexpr int32_t kMaxFlush = 1 << 20;  // as gemm.cc: no overflow possible (all pair sums 0)
 
 }  // namespace
 
@@ -169,8 +168,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   const int64_t p = oh * ow;
   if (w.n == 0 || p == 0) return;
   // nonneg_flush of gemm.cc: k-groups whose int16 pair sums (each <= 2 * x_max * max|w|) cannot overflow.
-  const int32_t pair = 2 * ep.x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
-  const int32_t flush = pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+  const int32_t flush = nonneg_flush_of(w, ep.x_max);
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   const int64_t mb = w.blocks(), kg = w.kgroups;
   // Units of up to 64 pixels (the panels of the packed path) whose k-groups take about 16 KiB of the quad planes,

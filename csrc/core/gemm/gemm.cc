@@ -106,8 +106,7 @@ namespace {
 // 0 without the promise.
 int32_t nonneg_flush(const Epilogue& ep, const PackedWeights& w) {
   if (ep.x_max < 0 || ep.x_max > 127) return 0;
-  const int32_t pair = 2 * ep.x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
-  return pair == 0 ? kMaxFlush : std::max<int32_t>(1, std::min<int32_t>(kMaxFlush, 32767 / pair));
+  return nonneg_flush_of(w, ep.x_max);
 }
 }  // namespace
 

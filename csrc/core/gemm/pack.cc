@@ -1,6 +1,7 @@
 #include "core/gemm/pack.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -12,6 +13,34 @@
 
 namespace ortquant::gemm {
 namespace {
+
+// PackedWeights::run_abs of row-block weights: per row and half, prefix sums of |w| over k-groups, then for every run
+// length f the largest aligned run's sum (O(kgroups * log) per row and half).
+std::vector<int32_t> run_abs_table(const PackedWeights& w, int64_t n) {
+  constexpr int64_t kRuns = 128;
+  const int64_t kg = w.kgroups, fmax = std::min<int64_t>(kRuns, kg);
+  std::vector<int32_t> table(static_cast<size_t>(fmax), 0);
+  std::vector<int32_t> prefix(static_cast<size_t>(kg + 1));
+  for (int64_t j = 0; j < n; ++j) {
+    const int8_t* row = w.data.data() + ((j / kMR) * kg * kMR + j % kMR) * 4;  // k-group g at row + g * kMR * 4
+    for (int h = 0; h < 2; ++h) {
+      prefix[0] = 0;
+      for (int64_t g = 0; g < kg; ++g) {
+        const int8_t* b = row + g * kMR * 4 + 2 * h;
+        prefix[static_cast<size_t>(g + 1)] = prefix[static_cast<size_t>(g)] + std::abs(static_cast<int32_t>(b[0])) +
+                                             std::abs(static_cast<int32_t>(b[1]));
+      }
+      for (int64_t f = 1; f <= fmax; ++f) {
+        int32_t& best = table[static_cast<size_t>(f - 1)];
+        for (int64_t g0 = 0; g0 < kg; g0 += f) {
+          const int64_t g1 = std::min(kg, g0 + f);
+          best = std::max(best, prefix[static_cast<size_t>(g1)] - prefix[static_cast<size_t>(g0)]);
+        }
+      }
+    }
+  }
+  return table;
+}
 
 // W[j][kk] = at(j, kk) for j < n, kk < k, into blocks of `block` rows.
 template <class At>
@@ -52,10 +81,20 @@ PackedWeights pack_generic(int64_t n, int64_t k, PackedWeights::Layout layout, A
     max_abs = v > max_abs ? v : max_abs;
   }
   w.max_abs = max_abs;
+  if (layout == PackedWeights::Layout::kRowBlocks && n > 0 && w.kgroups > 1) w.run_abs = run_abs_table(w, n);
   return w;
 }
 
 }  // namespace
+
+int32_t nonneg_flush_of(const PackedWeights& w, int32_t x_max) {
+  const int32_t pair = 2 * x_max * std::min<int32_t>(std::max<int32_t>(w.max_abs, 0), 128);
+  if (pair == 0) return kMaxFlushGroups;
+  int32_t f = std::max<int32_t>(1, std::min<int32_t>(kMaxFlushGroups, 32767 / pair));
+  for (size_t i = w.run_abs.size(); i > static_cast<size_t>(f); --i)
+    if (static_cast<int64_t>(x_max) * w.run_abs[i - 1] <= 32767) return static_cast<int32_t>(i);
+  return f;
+}
 
 PackedWeights pack_weights(const int8_t* w, int64_t n, int64_t k, int64_t ldw, PackedWeights::Layout layout) {
   return pack_generic(n, k, layout, [&](int64_t j, int64_t kk) { return w[j * ldw + kk]; });

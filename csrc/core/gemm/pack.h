@@ -50,9 +50,21 @@ struct PackedWeights {
   std::vector<int32_t> corr;  // 128 * sum_k W[j][k] per row j (the sign-flip correction), padded with zeros
   bool no_min = false;  // no weight is -128 (|w| <= 127: the AVX2 kernels' vpmaddubsw cannot saturate)
   int32_t max_abs = 128;  // the largest |w| (bounds the AVX2 int16 sums of Epilogue::x_max)
+  // kRowBlocks only (packed once per session): run_abs[f - 1], f = 1 .. size(), is the largest sum of |w| over one
+  // half (byte pair 0-1 or 2-3) of f consecutive k-groups starting at a multiple of f, over all rows: a vpmaddubsw
+  // int16 lane that adds f k-groups' pair sums of activations in [0, x_max] stays within x_max * run_abs[f - 1]
+  // (nonneg_flush_of). Empty: only max_abs bounds them.
+  std::vector<int32_t> run_abs;
   int block() const { return layout == Layout::kPanels ? kPanel : kMR; }
   int64_t blocks() const { return (n + block() - 1) / block(); }
 };
+
+// The number of k-groups whose vpmaddubsw pair sums of activations in [0, x_max] (x_max in 0..127) times w can be
+// added in int16 without overflow before widening (>= 1; kMaxFlushGroups when no sum can overflow): the larger of
+// 32767 / (2 * x_max * max_abs) and the longest run that PackedWeights::run_abs bounds within 32767. The AVX2 kernels
+// widen at k-groups 0, f, 2f, ... (the runs run_abs measures).
+constexpr int32_t kMaxFlushGroups = 1 << 20;
+int32_t nonneg_flush_of(const PackedWeights& w, int32_t x_max);
 
 // W given row-major with row stride ldw (elements). Throws Error if k > kMaxK.
 PackedWeights pack_weights(const int8_t* w, int64_t n, int64_t k, int64_t ldw, PackedWeights::Layout layout);

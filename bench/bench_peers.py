@@ -49,6 +49,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -594,6 +595,22 @@ def print_table(results: list[dict[str, Any]]) -> None:
                 print(f"  {Path(r['model']).stem} b{r['batch']} {name}: {s['error']}")
 
 
+def median_results(runs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Several runs' results (the same models and batches, in the same order) as one: per side the median of the
+    times and ratios, correct only when every run was."""
+    out = []
+    for i, first in enumerate(runs[0]):
+        merged = json.loads(json.dumps(first))
+        for side, entry in merged["sides"].items():
+            seen = [run[i]["sides"][side] for run in runs if i < len(run) and side in run[i]["sides"]]
+            for key in ("ratio", "median_cpu_us"):
+                vals = [v[key] for v in seen if v.get(key) is not None]
+                entry[key] = statistics.median(vals) if vals else None
+            entry["correct"] = all(v.get("correct") for v in seen)
+        out.append(merged)
+    return out
+
+
 def summary_table(results: list[dict[str, Any]], cpu: str) -> str:
     """Markdown: one row per model and batch; integer mode's median CPU time and every other side's time as a ratio
     to it (above 1: integer mode is faster), "wrong" where the side disagrees with qonnx, "-" where it cannot run."""
@@ -632,10 +649,18 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", type=Path, help="write the results here (a list of objects, one per model and batch)")
     p.add_argument("--samples", type=int, default=7, help="samples per interleaved run (three runs)")
     p.add_argument("--max-mismatch", type=float, default=0.01, help="fraction of output elements allowed off")
-    p.add_argument("--summary", metavar="CPU", help="print only the summary table of the --json file, CPU named")
+    p.add_argument("--summary", metavar="CPU", help="print only the summary table of the --json file (or of the JSON "
+                   "files given as arguments: the median of each side over them), CPU named")  # fmt: skip
     args = p.parse_args(argv)
     if args.summary:
-        print(summary_table(json.loads(Path(args.models[0]).read_text()), args.summary))
+        files = ([args.json] if args.json else []) + list(args.models)
+        if not files:
+            p.error("--summary needs the JSON file(s) that --json wrote (--json FILE, or FILE ... as arguments)")
+        try:
+            runs = [json.loads(Path(f).read_text()) for f in files]
+        except (OSError, ValueError) as e:
+            p.error(f"--summary: cannot read a results file: {e}")
+        print(summary_table(median_results(runs), args.summary))
         return 0
     if not args.models:
         args.models = [m for m in DEFAULT_MODELS if m.exists()][: 2 if args.quick else None]

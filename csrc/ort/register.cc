@@ -139,6 +139,7 @@ const std::vector<Entry>& table() {
       {&kNgraphDomains, "Dequantize", &ngraph_dequantize_specs},
       // integer mode: QONNX quantized layers lowered by transforms/lower_integer.py.
       {&kIntegerDomains, "QConv", &qconv_spec},
+      {&kIntegerDomains, "QConvCodes", &qconv_codes_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
       {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
       {&kIntegerDomains, "Rescale", &rescale_spec},

@@ -20,6 +20,7 @@ T* scratch(std::vector<T>& v, int64_t n) {
 }
 thread_local std::vector<int8_t> t_codes, t_padded;
 thread_local std::vector<int32_t> t_acc;
+thread_local std::vector<float> t_outf;  // QConv::run: float32 outputs of a whole-output path, before codes
 thread_local std::vector<uint8_t> t_signs;
 thread_local std::vector<uint64_t> t_bits;
 // QConv::run_bands: a band's int32 sums take about kBandAccBytes (kept in L2 for the rescale); outputs of at most
@@ -350,11 +351,56 @@ void QConv::run_planes(const float* x, const Shape& xs, const Shape& os, float* 
   rescale(acc, out, n, m_, ohw, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
-void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
+                 int64_t rows, int64_t width) const {
+  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  if (out.codes == nullptr)
+    return grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0,
+                   b_.data() + j0, relu_);
+  const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
+  constexpr int64_t kBuf = 2048;
+  alignas(32) float buf[kBuf];
+  for (int64_t j = j0; j < j0 + channels; ++j) {
+    const int32_t* aj = acc + (j - j0) * rows * stride;
+    int8_t* cj = out.codes + at + (j - j0) * rows * width;
+    if (width > kBuf) {  // a row longer than the buffer: pieces of it
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c0 = 0; c0 < width; c0 += kBuf) {
+          const int64_t n = std::min(kBuf, width - c0);
+          grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+          quant(*out.quant, buf, cj + r * width + c0, n);
+        }
+      continue;
+    }
+    const int64_t per = kBuf / width;  // whole rows per piece
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+      const int64_t nr = std::min(per, rows - r0);
+      grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+      quant(*out.quant, buf, cj + r0 * width, nr * width);
+    }
+  }
+}
+
+void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
-  if (act_.wide) return run_wide(x, xs, os, out, par, kernel);
-  if (xnor_ && kernel == gemm::Kernel::kAuto)
-    return planes_ ? run_planes(x, xs, os, out, par) : run_xnor(x, xs, os, out, par);
+  if ((in.x == nullptr) == (in.codes == nullptr)) throw Error("QConv::run: give the input as values or as codes");
+  if (out.codes != nullptr && (out.quant == nullptr || out.quant->wide))
+    throw Error("QConv::run: output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
+  if (in.codes != nullptr && act_.wide)
+    throw Error("a 9- to 16-bit activation quantizer has no int8 codes: give the layer float32 values");
+  const bool bits = in.x != nullptr && xnor_ && kernel == gemm::Kernel::kAuto;
+  if (in.codes != nullptr || !(act_.wide || bits)) return run_engine(in, xs, os, out, par, kernel);
+  // The paths that rescale a whole int32 output: into float32, quantized afterwards for codes.
+  const int64_t n_out = shape_size(os);
+  float* y = out.codes != nullptr ? scratch(t_outf, n_out) : out.y;
+  if (act_.wide) run_wide(in.x, xs, os, y, par, kernel);
+  else if (planes_) run_planes(in.x, xs, os, y, par);
+  else run_xnor(in.x, xs, os, y, par);
+  if (out.codes != nullptr) quantize_codes(*out.quant, y, out.codes, n_out);
+}
+
+void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
+                       gemm::Kernel kernel) const {
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
   // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
   const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
@@ -367,24 +413,34 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = nonneg_max(act_);
   const int64_t oh = os[2], ow = os[3], mg = m_ / a_.group;
-  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
   auto sink = [&](int64_t b, int64_t g, const int32_t* sums, int64_t stride) {
-    const int64_t j0 = g * mg;
-    grid_fn(sums, stride, out + (b * m_ + j0) * oh * ow, mg, oh, ow, corr_.data() + j0, s_.data() + j0,
-            b_.data() + j0, relu_);
+    emit(out, (b * m_ + g * mg) * oh * ow, sums, stride, g * mg, mg, oh, ow);
   };
   if (band == 0 && !explicit_pad_ && n_out > 0 && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
-    // Channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer and from there
-    // straight into the quad planes the kernel reads; no codes tensor, no phase planes. A strided layer whose taps
-    // read one row or column phase (1x1 stride 2) quantizes only the positions it reads.
+    // Channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer (or its codes
+    // copied there) and from there straight into the quad planes the kernel reads; no codes tensor, no phase
+    // planes. A strided layer whose taps read one row or column phase (1x1 stride 2) takes only the positions it
+    // reads.
     const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
     const auto quant_grid =
         select_isa(&scalar::quantize_codes_grid_isa, &avx2::quantize_codes_grid_isa, &avx512::quantize_codes_grid_isa);
     const int64_t c = xs[1], h = xs[2], w = xs[3];
     conv_.run_raw_fill(
         [&](int64_t b, int64_t ch, const conv::QuadGrid& sel, int8_t* dst) {
-          const float* src = x + (b * c + ch) * h * w;
-          if (sel.rows == h && sel.cols == w) return quant(act_, src, dst, 4 * h * w);
+          const bool whole = sel.rows == h && sel.cols == w;
+          if (in.codes != nullptr) {
+            const int8_t* src = in.codes + (b * c + ch) * h * w;
+            if (whole) return static_cast<void>(std::memcpy(dst, src, static_cast<size_t>(4 * h * w)));
+            for (int64_t i = 0; i < 4; ++i)
+              for (int64_t r = 0; r < sel.rows; ++r) {
+                const int8_t* sr = src + i * h * w + (sel.r0 + r * sel.rstep) * w + sel.c0;
+                int8_t* dr = dst + (i * sel.rows + r) * sel.cols;
+                for (int64_t q = 0; q < sel.cols; ++q) dr[q] = sr[q * sel.cstep];
+              }
+            return;
+          }
+          const float* src = in.x + (b * c + ch) * h * w;
+          if (whole) return quant(act_, src, dst, 4 * h * w);
           for (int64_t i = 0; i < 4; ++i)
             quant_grid(act_, src + i * h * w + sel.r0 * w + sel.c0, sel.rstep * w, sel.cstep, sel.rows, sel.cols,
                        dst + i * sel.rows * sel.cols);
@@ -392,8 +448,12 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
         xs, ep, sink, par, kernel);
     return;
   }
-  int8_t* codes = scratch(t_codes, n_in);
-  quantize_codes(act_, x, codes, n_in);
+  const int8_t* codes = in.codes;
+  if (codes == nullptr) {
+    int8_t* q = scratch(t_codes, n_in);
+    quantize_codes(act_, in.x, q, n_in);
+    codes = q;
+  }
   if (band > 0) return run_bands(codes, xs, os, band, out, par, kernel);
   const int8_t* engine_in = codes;
   Shape es = xs;
@@ -412,8 +472,7 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
         [&](int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums) {
           const int64_t j0 = g * mg, rows = y1 - y0;
           for (int64_t j = j0; j < j0 + mg; ++j)
-            grid_fn(sums + (j - j0) * rows * ow, ow, out + ((b * m_ + j) * oh + y0) * ow, 1, rows, ow,
-                    corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+            emit(out, ((b * m_ + j) * oh + y0) * ow, sums + (j - j0) * rows * ow, ow, j, 1, rows, ow);
         },
         par, kernel);
     return;
@@ -426,7 +485,7 @@ void QConv::run(const float* x, const Shape& xs, float* out, const gemm::Paralle
   }
   int32_t* acc = scratch(t_acc, n_out);
   conv_.run(engine_in, es, ep, acc, par, kernel);
-  rescale(acc, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
+  for (int64_t b = 0; b < os[0]; ++b) emit(out, b * m_ * oh * ow, acc + b * m_ * oh * ow, oh * ow, 0, m_, 1, oh * ow);
 }
 
 // A wide activation (ActQuant::wide): the int8 engine on each byte plane (hi, then lo) with the same prepared
@@ -464,7 +523,7 @@ void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* ou
 // copies those rows of every channel (padding with the code -offset when explicit_pad_; the engine has no pads
 // then), runs the engine on them single-threaded and rescales its sums while they are in cache. The bands are the
 // parallel units. Same sums and the same rescale per element as the whole-image path: the same bits.
-void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, float* out,
+void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
                       const gemm::Parallel& par, gemm::Kernel kernel) const {
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3], ohw = oh * ow;
   const int64_t pt = explicit_pad_ ? a_.pt : 0, pl = explicit_pad_ ? a_.pl : 0, pr = explicit_pad_ ? a_.pr : 0;
@@ -473,7 +532,6 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = nonneg_max(act_);
-  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
   const gemm::Parallel inline_par(&gemm::run_inline);
   parallel_ranges(par, n * bands, 1, [&](int64_t u0, int64_t u1) {
     thread_local std::vector<int8_t> t_band;
@@ -497,12 +555,11 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
         }
       }
       const Shape bs = {1, c, in_rows, wp};
-      float* ob = out + b * m_ * ohw + y0 * ow;
-      // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> ob[j * ohw + r * ow + p].
+      const int64_t ob = b * m_ * ohw + y0 * ow;
+      // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> output ob + j * ohw + r * ow + p.
       auto rescale_band = [&](const int32_t* acc, int64_t stride, int64_t j0, int64_t channels) {
         for (int64_t j = j0; j < j0 + channels; ++j)
-          grid_fn(acc + (j - j0) * rows * stride, stride, ob + j * ohw, 1, rows, ow, corr_.data() + j,
-                  s_.data() + j, b_.data() + j, relu_);
+          emit(out, ob + j * ohw, acc + (j - j0) * rows * stride, stride, j, 1, rows, ow);
       };
       if (conv_.gemm_path()) {
         conv_.run_raw(

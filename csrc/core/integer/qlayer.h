@@ -92,8 +92,28 @@ class QConv {
   QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
         std::vector<double> s, std::vector<double> b, bool relu = false, bool xnor = true);
   Shape output_shape(const Shape& x) const;
-  void run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par,
+  // The layer's input: float32 values (quantized here by the layer's quantizer), or `codes`: the stored codes of
+  // that quantizer (act(): c = (q - z) - offset, what quantize_codes(act(), x) writes), e.g. a previous QConv's
+  // Out::codes. Codes always run on the int8 engine (never the bit kernels); a wide quantizer has no codes.
+  struct In {
+    const float* x = nullptr;
+    const int8_t* codes = nullptr;
+  };
+  // The layer's output: float32 values `y`, or `codes` (with `quant`): quantize_codes(*quant) of the same float32
+  // values, written without storing them (each piece of rows is rescaled into an L1 buffer and quantized from there).
+  struct Out {
+    float* y = nullptr;
+    int8_t* codes = nullptr;
+    const ActQuant* quant = nullptr;
+  };
+  void run(In in, const Shape& xs, Out out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  void run(const float* x, const Shape& xs, float* out, const gemm::Parallel& par,
+           gemm::Kernel kernel = gemm::Kernel::kAuto) const {
+    run(In{x, nullptr}, xs, Out{out, nullptr, nullptr}, par, kernel);
+  }
+  // The quantizer of the layer's input as it stores codes (nonneg_codes of the one given).
+  const ActQuant& act() const { return act_; }
   // True for a binary-weight layer on the bit kernels: run() with kernel kAuto takes them. bit_planes(): 0 for
   // XNOR-popcount (bipolar activation), 1 or 2 for bit-serial.
   bool uses_xnor() const { return xnor_.has_value(); }
@@ -116,8 +136,14 @@ class QConv {
   std::vector<int64_t> zero_corr_;
   void run_planes(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
-  void run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, float* out,
+  void run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
+                  gemm::Kernel kernel) const;
+  void run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
                  const gemm::Parallel& par, gemm::Kernel kernel) const;
+  // Rescales the sums of `channels` channels from j0 (a RawSink grid: acc[(j * rows + r) * stride + p]) into the
+  // output at element `at` (+ (j * rows + r) * width + p), as float32 or as codes.
+  void emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
+            int64_t rows, int64_t width) const;
   void run_wide(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par,
                 gemm::Kernel kernel) const;
 };

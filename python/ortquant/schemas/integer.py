@@ -32,6 +32,17 @@ _CONV = [
     Attr("group", AttrType.INT, 1),
 ]
 
+# QConvCodes only: the quantizer of its int8 output codes (the act_* of the QConv layers that read them).
+_OUT_ACT = [
+    Attr("out_act_scale", AttrType.FLOAT, required=True, doc="the output quantizer's scale (> 0)"),
+    Attr("out_act_zeropt", AttrType.FLOAT, 0.0),
+    Attr("out_act_bits", AttrType.INT, 8, doc="1..8"),
+    Attr("out_act_signed", AttrType.INT, 1),
+    Attr("out_act_narrow", AttrType.INT, 0),
+    Attr("out_act_rounding_mode", AttrType.STRING, "ROUND"),
+    Attr("out_act_bipolar", AttrType.INT, 0),
+]
+
 _POOL = Attr("pool", AttrType.INTS, doc="[pH, pW]: a fused MaxPool of window and stride [pH, pW] (no pads, floor "
              "rounding) on the output (transforms/integer_maxpool.py); absent or [1, 1]: none")  # fmt: skip
 
@@ -42,10 +53,10 @@ _D2S = [
 ]  # fmt: skip
 
 
-def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
+def _infer_conv(ctx: onnx.shape_inference.InferenceContext, elem: int = TensorProto.FLOAT) -> None:
     x, w = input_shape(ctx, 0), input_shape(ctx, 1)
     if x is None or len(x) != 4 or w is None or len(w) != 4:
-        set_output(ctx, 0, TensorProto.FLOAT, None)
+        set_output(ctx, 0, elem, None)
         return
     s, d, p = _ints(ctx, "strides", 2, 1), _ints(ctx, "dilations", 2, 1), _ints(ctx, "pads", 4, 0)
     k = attr(ctx, "kernel_shape")
@@ -59,7 +70,11 @@ def _infer_conv(ctx: onnx.shape_inference.InferenceContext) -> None:
     if bs is not None and bs > 1:  # the fused DepthToSpace
         channels = channels // (bs * bs) if channels is not None else None
         spatial = [v * bs if v is not None else None for v in spatial]
-    set_output(ctx, 0, TensorProto.FLOAT, [x[0], channels, *spatial])
+    set_output(ctx, 0, elem, [x[0], channels, *spatial])
+
+
+def _infer_conv_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
+    _infer_conv(ctx, TensorProto.INT8)
 
 
 def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -83,13 +98,32 @@ def ops() -> list[Op]:
         Param("B", "tensor(double)", doc="per-output-channel bias (constant)"),
     ]
     out = [Param("Y", "tensor(float)")]
+    conv_ins = [
+        Param(
+            "X",
+            "T",
+            doc="float32 activation, quantized in the op by the act_* quantizer; or int8: its codes, "
+            "as a QConvCodes whose out_act_* equal this op's act_* writes them",
+        ),
+        *ins[1:],
+        Param(
+            "R",
+            "tensor(float)",
+            Optional,
+            doc="a residual of Y's shape added to the output (transforms/integer_residual.py)",
+        ),
+    ]
+    conv_types = [("T", ["tensor(float)", "tensor(int8)"], "values or codes")]
+    conv_doc = (
+        "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; with "
+        "pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with depth_to_space "
+        "a DepthToSpace; with R then Y + R (float32), the relu after that addition."
+    )
     return [
-        Op("QConv", "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; "
-           "with pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with "
-           "depth_to_space a DepthToSpace; with R then Y + R (float32), the relu after that addition.",
-           [*ins, Param("R", "tensor(float)", Optional, doc="a residual of Y's shape added to the output "
-                        "(transforms/integer_residual.py)")],
-           out, [*_ACT, _XNOR, *_CONV, _POOL, *_D2S], (), _infer_conv),
+        Op("QConv", conv_doc, conv_ins, out, [*_ACT, _XNOR, *_CONV, _POOL, *_D2S], conv_types, _infer_conv),
+        Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
+           "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
+           [*_ACT, *_OUT_ACT, _XNOR, *_CONV, _POOL, *_D2S], conv_types, _infer_conv_codes),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

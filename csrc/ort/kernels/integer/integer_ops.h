@@ -8,12 +8,15 @@
 namespace ortquant::ort {
 
 OpSpec qconv_spec(const std::string& name);
+// QConv whose output is the int8 codes of its out_act_* quantizer (the next QConv's input quantizer).
+OpSpec qconv_codes_spec(const std::string& name);
 OpSpec qgemm_spec(const std::string& name);
 // The float-exact backend (float_exact.cc).
 OpSpec quant_codes_spec(const std::string& name);
 OpSpec rescale_spec(const std::string& name);
 
 // The act_* attributes (docs/ops.md "Integer mode") as the core's quantizer; throws naming a bad attribute.
-integer::ActQuant integer_act_quant(const KernelInfo& info);
+// prefix "out_act_": QConv's output quantizer (the next QConv's act_*, written by transforms/integer_codes.py).
+integer::ActQuant integer_act_quant(const KernelInfo& info, const std::string& prefix = "act_");
 
 }  // namespace ortquant::ort

@@ -21,17 +21,18 @@ constexpr ONNXTensorElementDataType kF64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
 
 }  // namespace
 
-integer::ActQuant integer_act_quant(const KernelInfo& info) {
-  const float scale = info.attr_float("act_scale");
-  const float zeropt = info.attr_float("act_zeropt", 0.f);
-  const bool bipolar = info.attr_bool("act_bipolar", false);
-  const int64_t bits = info.attr_int("act_bits", bipolar ? 1 : 8);
-  const bool is_signed = info.attr_bool("act_signed", true);
-  const bool narrow = info.attr_bool("act_narrow", false);
-  const std::string mode_name = info.attr_string("act_rounding_mode", "ROUND");
+integer::ActQuant integer_act_quant(const KernelInfo& info, const std::string& prefix) {
+  auto name = [&prefix](const char* a) { return prefix + a; };
+  const float scale = info.attr_float(name("scale").c_str());
+  const float zeropt = info.attr_float(name("zeropt").c_str(), 0.f);
+  const bool bipolar = info.attr_bool(name("bipolar").c_str(), false);
+  const int64_t bits = info.attr_int(name("bits").c_str(), bipolar ? 1 : 8);
+  const bool is_signed = info.attr_bool(name("signed").c_str(), true);
+  const bool narrow = info.attr_bool(name("narrow").c_str(), false);
+  const std::string mode_name = info.attr_string(name("rounding_mode").c_str(), "ROUND");
   RoundMode mode;
   if (!parse_qonnx_round_mode(mode_name, &mode))
-    throw_error("attribute 'act_rounding_mode': unknown rounding mode '", mode_name, "'");
+    throw_error("attribute '", name("rounding_mode"), "': unknown rounding mode '", mode_name, "'");
   return integer::make_act_quant(scale, zeropt, bits, is_signed, narrow, mode, bipolar);
 }
 
@@ -65,7 +66,8 @@ std::vector<int64_t> ints(const KernelInfo& info, const char* name, size_t n, in
 
 class QConvKernel : public OpKernel {
  public:
-  explicit QConvKernel(const KernelInfo& info) {
+  // codes_op: QConvCodes (the output as the int8 codes of the out_act_* quantizer), else QConv.
+  QConvKernel(const KernelInfo& info, bool codes_op) {
     const integer::ActQuant act = integer_act_quant(info);
     const OwnedTensor w = constant(info, 1, kI8, "W");
     if (w.shape.size() != 4) throw_error("input W must be 4-D [M, C/group, kH, kW], got shape ", shape_str(w.shape));
@@ -103,11 +105,24 @@ class QConvKernel : public OpKernel {
     crd_ = mode == "CRD";
     if (bs_ > 1 && (ph_ > 1 || pw_ > 1))
       throw_error("attributes 'pool' and 'depth_to_space' cannot be combined (one fused step after the convolution)");
+    if (codes_op != info.has_attr("out_act_scale"))
+      throw_error(codes_op ? "QConvCodes needs the attributes 'out_act_*' (at least out_act_scale): the quantizer "
+                             "of its int8 output codes"
+                           : "attribute 'out_act_scale' belongs to QConvCodes (int8 output codes); QConv's output "
+                             "is float32");
+    if (codes_op) {
+      out_q_ = integer::nonneg_codes(integer_act_quant(info, "out_act_"));
+      if (out_q_->wide)
+        throw_error("attributes 'out_act_*': output codes take a quantizer of at most 8 bits, got ",
+                    info.attr_int("out_act_bits", 8));
+    }
   }
 
   void compute(KernelContext& ctx) const override {
     const TensorView x = ctx.required_input(0);
-    expect_dtype(x, kFloat, "input X");
+    if (x.dtype != kFloat && x.dtype != kI8)
+      throw_error("input X must be float32 values or int8 codes (of a QConv with out_act_* attributes), got ",
+                  dtype_name(x.dtype));
     if (x.shape.size() != 4) throw_error("input X must be 4-D [N, C, H, W], got shape ", shape_str(x.shape));
     const Shape cs = conv_->output_shape(x.shape);
     const bool pool = ph_ != 1 || pw_ != 1;
@@ -124,27 +139,37 @@ class QConvKernel : public OpKernel {
         throw_error("input R (the residual added to the output) has shape ", shape_str(r->shape),
                     ", the output's is ", shape_str(os));
     }
-    float* y = ctx.output_as<float>(0, os);
+    const bool codes_in = x.dtype == kI8, codes_out = out_q_.has_value();
+    float* y = codes_out ? nullptr : ctx.output_as<float>(0, os);
+    int8_t* yc = codes_out ? ctx.output_as<int8_t>(0, os) : nullptr;
     if (shape_size(os) == 0) return;
+    const int64_t in_each = shape_size({1, x.shape[1], x.shape[2], x.shape[3]});
+    auto input_of = [&](int64_t b) {
+      return codes_in ? integer::QConv::In{nullptr, x.as<int8_t>() + b * in_each}
+                      : integer::QConv::In{x.as<float>() + b * in_each, nullptr};
+    };
+    const gemm::Parallel par = parallel(ctx);
     if (!pool && !d2s && !r) {
-      conv_->run(x.as<float>(), x.shape, y, parallel(ctx));
+      conv_->run(input_of(0), x.shape, {y, yc, codes_out ? &*out_q_ : nullptr}, par);
       return;
     }
     // The fused max pool or pixel shuffle and the residual add, image by image: the convolution's output (into a
-    // buffer when pooled or shuffled) is pooled or shuffled and added to while it is in cache.
+    // buffer when pooled or shuffled) is pooled or shuffled and added to while it is in cache; output codes are
+    // the image's float32 result quantized.
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
-    const int64_t in_each = shape_size(xs1), conv_each = shape_size({1, cs[1], cs[2], cs[3]});
+    const int64_t conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
-    thread_local std::vector<float> t_conv;
+    thread_local std::vector<float> t_conv, t_image;
     const bool staged = pool || d2s;
     if (staged && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
-    const gemm::Parallel par = parallel(ctx);
+    if (codes_out && t_image.size() < static_cast<size_t>(out_each)) t_image.resize(static_cast<size_t>(out_each));
     for (int64_t b = 0; b < cs[0]; ++b) {
-      float* yb = y + b * out_each;
-      conv_->run(x.as<float>() + b * in_each, xs1, staged ? t_conv.data() : yb, par);
+      float* yb = codes_out ? t_image.data() : y + b * out_each;
+      conv_->run(input_of(b), xs1, {staged ? t_conv.data() : yb, nullptr, nullptr}, par);
       if (pool) integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, yb);
       if (d2s) integer::depth_to_space(t_conv.data(), cs[1], cs[2], cs[3], bs_, crd_, yb);
       if (r) integer::add_residual(yb, r->as<float>() + b * out_each, out_each, relu_);
+      if (codes_out) integer::quantize_codes(*out_q_, yb, yc + b * out_each, out_each);
     }
   }
 
@@ -156,6 +181,7 @@ class QConvKernel : public OpKernel {
   bool crd_ = false;          // its mode: CRD (true) or DCR
   bool residual_ = false;     // input R given: y = pool(conv) + R, then the Relu
   bool relu_ = false;
+  std::optional<integer::ActQuant> out_q_;  // out_act_*: the output as this quantizer's int8 codes
 };
 
 class QGemmKernel : public OpKernel {
@@ -187,7 +213,7 @@ class QGemmKernel : public OpKernel {
   std::optional<integer::QGemm> gemm_;
 };
 
-void infer_conv(const InferContext& ctx) {
+void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {
   InferContext::Dims x, w;
   if (!ctx.input_shape(0, &x) || x.rank() != 4 || !ctx.input_shape(1, &w) || w.rank() != 4) return;
   // No output channel is an error of the kernel (at session creation); inferring 0 channels instead would let
@@ -233,8 +259,11 @@ void infer_conv(const InferContext& ctx) {
   }
   for (size_t i = 0; i < y.rank(); ++i)
     if (y.dims[i] < 0 && y.sym[i].empty()) y.sym[i] = InferContext::fresh_dim();
-  ctx.set_output(0, kFloat, y);
+  ctx.set_output(0, out_type, y);
 }
+
+void infer_conv_values(const InferContext& ctx) { infer_conv(ctx, kFloat); }
+void infer_conv_codes(const InferContext& ctx) { infer_conv(ctx, kI8); }
 
 void infer_gemm(const InferContext& ctx) {
   InferContext::Dims x, w;
@@ -250,10 +279,18 @@ void infer_gemm(const InferContext& ctx) {
 OpSpec qconv_spec(const std::string& name) {
   OpSpec s;
   s.name = name;
-  s.inputs = {req(kFloat), req(kI8), req(kF64), req(kF64), opt(kFloat)};
+  s.inputs = {req(kAny), req(kI8), req(kF64), req(kF64), opt(kFloat)};  // X: float32 values or int8 codes
   s.outputs = {req(kFloat)};
-  s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info); };
-  s.infer = &infer_conv;
+  s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info, false); };
+  s.infer = &infer_conv_values;
+  return s;
+}
+
+OpSpec qconv_codes_spec(const std::string& name) {
+  OpSpec s = qconv_spec(name);
+  s.outputs = {req(kI8)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info, true); };
+  s.infer = &infer_conv_codes;
   return s;
 }
 

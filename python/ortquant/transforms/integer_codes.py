@@ -1,0 +1,139 @@
+"""Integer-mode rule: a ``QConv`` whose output only ``QConv`` layers read, all with the same input quantizer, writes
+their int8 codes instead of float32 values (``QConvCodes``)::
+
+    QConv(...) -> y -> QConv(act_* = A), QConv(act_* = A) ...
+      =>  QConvCodes(..., out_act_* = A) -> c -> QConv(act_* = A), QConv(act_* = A) ...
+
+Each reader used to quantize ``y`` with its quantizer ``A`` (the first thing a QConv does with a float32 input).
+``QConvCodes`` computes the same float32 values (its rescale, Relu, fused pool, pixel shuffle or residual unchanged)
+and applies ``A`` to them as it writes them, a piece of rows at a time from an L1 buffer; the readers take the codes
+as they are. The codes are the ones the readers computed before, so every output keeps its bits; what goes is a
+float32 tensor written and read back (four bytes an element instead of one) and a pass of the readers.
+
+Fused only when: the producer is a ``QConv`` of domain ``ortquant.integer``; every reader of its output reads it as
+its input ``X`` (not as the residual ``R``) and is a ``QConv`` of that domain, directly or through ``Squeeze``,
+``Unsqueeze``, ``Reshape`` or ``Flatten`` nodes (a 1-D layer's pair; they move int8 elements as they moved float32
+ones); no value on the way is a graph output; the readers' act_*
+attributes are equal (defaults filled in), of at most 8 bits (a 9- to 16-bit quantizer has no int8 codes); and no
+reader is a binary-weight layer that may take the bit kernels (weight codes all -1 or +1 with ``xnor`` on: those read
+float32 values). The values keep their names; their ``value_info`` (float32) is dropped. Returns ``model`` itself when
+nothing is fused.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
+
+INTEGER_DOMAIN = "ortquant.integer"
+# Nodes that only move or reshape elements (any element type): codes pass through them unchanged.
+_SHAPE_OPS = ("Squeeze", "Unsqueeze", "Reshape", "Flatten")
+# The act_* attributes and their defaults (schemas/integer.py); act_bits defaults to 1 for a bipolar quantizer.
+_ACT_DEFAULTS: dict[str, object] = {
+    "act_scale": None,
+    "act_zeropt": 0.0,
+    "act_bits": None,
+    "act_signed": 1,
+    "act_narrow": 0,
+    "act_rounding_mode": b"ROUND",
+    "act_bipolar": 0,
+}
+
+
+def _act(node: onnx.NodeProto) -> dict[str, object]:
+    """The node's act_* attribute values with the defaults filled in."""
+    given = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in _ACT_DEFAULTS}
+    out = {k: given.get(k, d) for k, d in _ACT_DEFAULTS.items()}
+    if out["act_bits"] is None:
+        out["act_bits"] = 1 if out["act_bipolar"] else 8
+    return out
+
+
+def _binary_weights(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> bool:
+    """True when the layer may take the bit kernels: xnor on (the default) and weight codes all -1 or +1 (or the
+    weights are not a known initializer: then it is not fused either)."""
+    xnor = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "xnor"), 1)
+    if not xnor:
+        return False
+    w = inits.get(node.input[1]) if len(node.input) > 1 else None
+    if w is None:
+        return True
+    codes = numpy_helper.to_array(w)
+    return bool(codes.size) and bool(np.all(np.abs(codes.astype(np.int16)) == 1))
+
+
+def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Let each ``QConv`` whose readers are all ``QConv`` layers with one quantizer write their codes; see the module
+    doc."""
+    nodes = list(model.graph.node)
+
+    def is_qconv(n: onnx.NodeProto) -> bool:
+        return n.op_type == "QConv" and n.domain == INTEGER_DOMAIN
+
+    if sum(1 for n in nodes if is_qconv(n)) < 2:
+        return model
+    readers: dict[str, list[tuple[int, int]]] = {}
+    for i, n in enumerate(nodes):
+        for k, v in enumerate(n.input):
+            if v:
+                readers.setdefault(v, []).append((i, k))
+    outputs = {o.name for o in model.graph.output}
+    inits = {t.name: t for t in model.graph.initializer}
+
+    def layer_readers(value: str, through: list[str]) -> list[tuple[int, int]] | None:
+        """The QConv layers reading ``value`` as X, directly or through shape-only nodes (whose outputs are added
+        to ``through``); None when another node or a graph output reads it."""
+        if value in outputs:
+            return None
+        found: list[tuple[int, int]] = []
+        for j, k in readers.get(value, []):
+            r = nodes[j]
+            if is_qconv(r) and k == 0:
+                found.append((j, k))
+            elif r.op_type in _SHAPE_OPS and r.domain in STANDARD_DOMAINS and k == 0 and len(r.output) == 1:
+                through.append(r.output[0])
+                more = layer_readers(r.output[0], through)
+                if more is None:
+                    return None
+                found.extend(more)
+            else:
+                return None
+        return found
+
+    fused: dict[int, dict[str, object]] = {}  # producer index -> the readers' act_* values
+    stale: set[str] = set()
+    for i, n in enumerate(nodes):
+        if not is_qconv(n) or not n.output or not n.output[0]:
+            continue
+        through: list[str] = []
+        rs = layer_readers(n.output[0], through)
+        if not rs:
+            continue
+        acts = [_act(nodes[j]) for j, _ in rs]
+        if any(a != acts[0] for a in acts) or acts[0]["act_scale"] is None:
+            continue
+        if not acts[0]["act_bipolar"] and int(acts[0]["act_bits"]) > 8:  # type: ignore[call-overload]
+            continue
+        if any(_binary_weights(nodes[j], inits) for j, _ in rs):
+            continue
+        fused[i] = acts[0]
+        stale.update([n.output[0], *through])
+    if not fused:
+        return model
+
+    out = copy_model(model)
+    new_nodes = list(out.graph.node)
+    for i, act in fused.items():
+        n = new_nodes[i]
+        n.op_type = "QConvCodes"
+        for name, value in act.items():
+            v = value.decode() if isinstance(value, bytes) else value
+            n.attribute.append(helper.make_attribute("out_" + name, v))
+    set_nodes(out.graph, new_nodes, stale)
+    return out
+
+
+__all__ = ["fuse_integer_codes"]

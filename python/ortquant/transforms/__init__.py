@@ -31,6 +31,7 @@ from ortquant.transforms.integer_residual import fuse_integer_residual
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 from ortquant.transforms.lower_integer import lower_integer
 from ortquant.transforms.transpose_pairs import cancel_transpose_pairs
+from ortquant.transforms.transpose_sink import sink_transposes
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ PIPELINE: list[Transform] = [
     # After it: the Transpose pairs it leaves around QONNX quantizers between two layers (onnxruntime cancels
     # pairs around its own ops only).
     Transform("cancel_transpose_pairs", cancel_transpose_pairs),
+    # Then the Transposes left around skip connections and upsampling move down (past per-element ops, nearest
+    # Resize, Concat) to their inverse.
+    Transform("sink_transposes", sink_transposes),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
     Transform("rewrite_int_maxpool_pads", rewrite_int_maxpool_pads),
     # Arithmetic on constants (a bias quantizer's Ceil-computed bit width) folds, so that the quantizers behind it

@@ -52,6 +52,10 @@ def _reference(x: np.ndarray, p: dict[str, np.ndarray], signed: bool, pads: int,
             acc += np.einsum("nchw,mc->nmhw", win, codes[:, :, i, j])
     s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64)
     y = iref.rescale(acc, s, p["cb"].astype(np.float64), 1, relu=relu)
+    return _reference_pool(y, pool)
+
+
+def _reference_pool(y: np.ndarray, pool: int) -> np.ndarray:
     if pool > 1:
         n, m, h, w = y.shape
         y = y[:, :, : h // pool * pool, : w // pool * pool].reshape(n, m, h // pool, pool, w // pool, pool).max((3, 5))
@@ -82,7 +86,10 @@ def _chain(
                              kernel_shape=[spec["k"]] * 2),
         ]  # fmt: skip
         out = "c" + f
-        if spec.get("relu", True):
+        if spec.get("leaky"):
+            nodes.append(helper.make_node("LeakyRelu", [out], ["l" + f], name="leaky" + f, alpha=spec["leaky"]))
+            out = "l" + f
+        elif spec.get("relu", True):
             nodes.append(helper.make_node("Relu", [out], ["r" + f], name="relu" + f))
             out = "r" + f
         if spec.get("pool", 1) > 1:
@@ -113,8 +120,13 @@ def _expected(layers: list[dict], params: list[dict], x: np.ndarray) -> list[np.
     for i, (spec, p) in enumerate(zip(layers, params, strict=True)):
         src_i = spec.get("reads", i - 1)
         src = x if src_i < 0 else ys[src_i]
-        ys.append(_reference(src, p, spec.get("signed", False), spec.get("pads", 1), spec.get("stride", 1),
-                             spec.get("pool", 1), spec.get("relu", True)))  # fmt: skip
+        leaky = spec.get("leaky")
+        y = _reference(src, p, spec.get("signed", False), spec.get("pads", 1), spec.get("stride", 1),
+                       1 if leaky else spec.get("pool", 1), spec.get("relu", True) and not leaky)  # fmt: skip
+        if leaky:  # onnxruntime's LeakyRelu: y >= 0 ? y : alpha * y in float32 (then the pool)
+            y = np.where(y >= 0, y, np.float32(leaky) * y).astype(np.float32)
+            y = _reference_pool(y, spec.get("pool", 1))
+        ys.append(y)
     return ys
 
 
@@ -133,6 +145,16 @@ CASES = {
     "signed_padded": ([{"m": 8, "k": 3, "relu": False}, {"m": 8, "k": 3, "signed": True}], 4, 9, 9),
     # outputs larger than 1 MiB of sums: both layers run in bands of rows (no pads: the engine pads nothing)
     "bands": ([{"m": 16, "k": 3, "pads": 0}, {"m": 16, "k": 3, "pads": 0}], 4, 150, 150),
+    # a fused LeakyRelu before the codes (whole rows, and banded) and before a pool; signed readers (an unsigned
+    # quantizer would clamp the negative values the LeakyRelu keeps)
+    "leaky": ([{"m": 8, "k": 3, "leaky": 0.5}, {"m": 8, "k": 3, "relu": False, "signed": True}], 8, 9, 10),
+    "leaky_bands": (
+        [{"m": 16, "k": 3, "pads": 0, "leaky": 0.5}, {"m": 16, "k": 3, "pads": 0, "signed": True}],
+        4,
+        150,
+        150,
+    ),
+    "leaky_pooled": ([{"m": 8, "k": 3, "leaky": 0.5, "pool": 2}, {"m": 4, "k": 3, "signed": True}], 4, 12, 12),
     # one producer, two readers with the same quantizer
     "two_readers": ([{"m": 8, "k": 3}, {"m": 4, "k": 3}, {"m": 4, "k": 1, "pads": 0, "reads": 0}], 4, 8, 8),
 }

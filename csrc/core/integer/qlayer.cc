@@ -351,12 +351,28 @@ void QConv::run_planes(const float* x, const Shape& xs, const Shape& os, float* 
   rescale(acc, out, n, m_, ohw, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
+void QConv::set_leaky_relu(float alpha) {
+  if (!std::isfinite(alpha)) throw Error("the LeakyRelu's alpha must be finite, got " + std::to_string(alpha));
+  if (relu_) throw Error("a layer with a fused Relu cannot also take a LeakyRelu");
+  leaky_ = alpha;
+}
+
+namespace {
+// ONNX LeakyRelu on float32 values, as onnxruntime computes it: y >= 0 ? y : alpha * y.
+void leaky_relu_inplace(float* y, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= 0.f ? y[i] : alpha * y[i];
+}
+}  // namespace
+
 void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
                  int64_t rows, int64_t width) const {
   const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
-  if (out.codes == nullptr)
-    return grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0,
-                   b_.data() + j0, relu_);
+  if (out.codes == nullptr) {
+    grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0, b_.data() + j0,
+            relu_);
+    if (leaky_) leaky_relu_inplace(out.y + at, channels * rows * width, *leaky_);  // the rows just written
+    return;
+  }
   const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
   constexpr int64_t kBuf = 2048;
   alignas(32) float buf[kBuf];
@@ -368,6 +384,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
         for (int64_t c0 = 0; c0 < width; c0 += kBuf) {
           const int64_t n = std::min(kBuf, width - c0);
           grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+          if (leaky_) leaky_relu_inplace(buf, n, *leaky_);
           quant(*out.quant, buf, cj + r * width + c0, n);
         }
       continue;
@@ -376,6 +393,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
       const int64_t nr = std::min(per, rows - r0);
       grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+      if (leaky_) leaky_relu_inplace(buf, nr * width, *leaky_);
       quant(*out.quant, buf, cj + r0 * width, nr * width);
     }
   }
@@ -396,6 +414,7 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   if (act_.wide) run_wide(in.x, xs, os, y, par, kernel);
   else if (planes_) run_planes(in.x, xs, os, y, par);
   else run_xnor(in.x, xs, os, y, par);
+  if (leaky_) leaky_relu_inplace(y, n_out, *leaky_);
   if (out.codes != nullptr) quantize_codes(*out.quant, y, out.codes, n_out);
 }
 

@@ -114,6 +114,9 @@ class QConv {
   }
   // The quantizer of the layer's input as it stores codes (nonneg_codes of the one given).
   const ActQuant& act() const { return act_; }
+  // A standard LeakyRelu on the output, fused: y = y >= 0 ? y : float32(alpha * y), after the rescale (the layer
+  // must have no relu). Set before the first run.
+  void set_leaky_relu(float alpha);
   // True for a binary-weight layer on the bit kernels: run() with kernel kAuto takes them. bit_planes(): 0 for
   // XNOR-popcount (bipolar activation), 1 or 2 for bit-serial.
   bool uses_xnor() const { return xnor_.has_value(); }
@@ -127,6 +130,7 @@ class QConv {
   std::vector<double> s_, b_;
   std::vector<int64_t> corr_;
   bool relu_;
+  std::optional<float> leaky_;  // set_leaky_relu
   conv::Conv2d conv_;
   // The binary-weight layer's weight bits: run() with kernel kAuto takes the bit kernels (xnor.h); a forced engine
   // kernel still runs the int8 engine (tests compare the two). planes_: 0 = XNOR-popcount, else bit-serial planes.

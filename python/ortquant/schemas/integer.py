@@ -43,6 +43,13 @@ _OUT_ACT = [
     Attr("out_act_bipolar", AttrType.INT, 0),
 ]
 
+_LEAKY = Attr(
+    "leaky_relu_alpha",
+    AttrType.FLOAT,
+    doc="absent: none; else a LeakyRelu fused on the convolution's output, y >= 0 ? y : alpha * y, before pool, "
+    "shuffle and R (transforms/integer_leaky_relu.py)",
+)
+
 _POOL = Attr("pool", AttrType.INTS, doc="[pH, pW]: a fused MaxPool of window and stride [pH, pW] (no pads, floor "
              "rounding) on the output (transforms/integer_maxpool.py); absent or [1, 1]: none")  # fmt: skip
 
@@ -120,10 +127,10 @@ def ops() -> list[Op]:
         "a DepthToSpace; with R then Y + R (float32), the relu after that addition."
     )
     return [
-        Op("QConv", conv_doc, conv_ins, out, [*_ACT, _XNOR, *_CONV, _POOL, *_D2S], conv_types, _infer_conv),
+        Op("QConv", conv_doc, conv_ins, out, [*_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S], conv_types, _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, *_OUT_ACT, _XNOR, *_CONV, _POOL, *_D2S], conv_types, _infer_conv_codes),
+           [*_ACT, *_OUT_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S], conv_types, _infer_conv_codes),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

@@ -26,6 +26,7 @@ from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.integer_codes import fuse_integer_codes
 from ortquant.transforms.integer_depth_to_space import fuse_integer_depth_to_space
+from ortquant.transforms.integer_leaky_relu import fuse_integer_leaky_relu
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 from ortquant.transforms.integer_residual import fuse_integer_residual
 from ortquant.transforms.legacy_domains import fix_legacy_domains
@@ -83,6 +84,8 @@ PIPELINE: list[Transform] = [
     Transform("fold_constant_arith", fold_constant_arith),
     # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).
     Transform("lower_integer", lower_integer, lambda o: o.integer),
+    # Integer mode: a LeakyRelu right after a QConv is applied inside the op (before the fusions below).
+    Transform("fuse_integer_leaky_relu", fuse_integer_leaky_relu, lambda o: o.integer),
     # Integer mode: a MaxPool right after a QConv pools inside the op (each image's output while in cache).
     Transform("fuse_integer_maxpool", fuse_integer_maxpool, lambda o: o.integer),
     # Integer mode: a DepthToSpace (and a Relu) right after a QConv shuffles inside the op.

@@ -2,6 +2,7 @@
 // transform python/ortquant/transforms/lower_integer.py writes them). X float32; W int8 weight codes, S and B
 // float64 per output channel, all three constant initializers; the activation quantizer as act_* attributes.
 // The math is core/integer/qlayer.h; this file only reads attributes, validates and calls it.
+#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -90,6 +91,13 @@ class QConvKernel : public OpKernel {
     relu_ = info.attr_bool("relu", false);
     conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
                   channel_values(info, 3, "B", m), relu_ && !residual_, info.attr_bool("xnor", true));
+    if (info.has_attr("leaky_relu_alpha")) {  // the LeakyRelu right after the convolution (before R and the relu)
+      if (relu_ && !residual_)
+        throw_error("attributes 'relu' and 'leaky_relu_alpha' cannot both apply to the convolution's output");
+      const float alpha = info.attr_float("leaky_relu_alpha");
+      if (!std::isfinite(alpha)) throw_error("attribute 'leaky_relu_alpha' must be finite, got ", alpha);
+      conv_->set_leaky_relu(alpha);
+    }
     const std::vector<int64_t> pool = info.attr_ints("pool", {1, 1});
     if (pool.size() != 2 || pool[0] < 1 || pool[1] < 1 || pool[0] > kMaxPool || pool[1] > kMaxPool)
       throw_error("attribute 'pool' must be 2 window sizes [pH, pW] in 1..", kMaxPool, ", got ", shape_str(pool));

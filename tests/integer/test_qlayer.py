@@ -66,6 +66,23 @@ def test_codes_match_quant_formula(isa, mode, bits, signed, narrow, zeropt):
     np.testing.assert_array_equal(codes.astype(np.int64) + offset, want)
 
 
+@pytest.mark.parametrize("scale", [2.0**-20, 0.5, 2.0**-126, 2.0**-127, 2.0**126, 2.0**127, 3 * 2.0**-10])
+@pytest.mark.parametrize("mode", ["ROUND", "FLOOR", "ROUND_TO_ZERO"])
+def test_power_of_two_scales_give_the_division_s_codes(isa, scale, mode):
+    # The SIMD paths compute x / s as x * (1 / s) for a power-of-two s whose reciprocal is normal; the extremes
+    # (a subnormal reciprocal, a subnormal x / s) must still give the codes of the division.
+    rng = np.random.default_rng(5)
+    s32 = np.float32(scale)
+    x = np.concatenate([
+        (rng.standard_normal(300) * 40).astype(np.float32) * s32,
+        np.array([1e-45, -1e-45, 1.2e-38, -3e-39, 0.0, -0.0, 3.4e38, -3.4e38], np.float32),
+        ((np.arange(64) - 32) + 0.5).astype(np.float32) * s32,
+    ]).astype(np.float32)  # fmt: skip
+    act = {"scale": float(s32), "zeropt": 0.0, "bits": 8, "signed": True, "narrow": False, "rounding_mode": mode}
+    codes, offset = kernels.integer_codes(x, **act)
+    np.testing.assert_array_equal(codes.astype(np.int64) + offset, ref.act_codes(x, **act))
+
+
 def test_nan_quantizes_to_zero_and_bipolar_sign():
     x = np.array([np.nan, 0.0, -0.0, -1e-30, 3.0, -np.inf, np.inf], dtype=np.float32)
     codes, off = kernels.integer_codes(x, scale=0.5, zeropt=0.0, bits=4, signed=False)

@@ -3,7 +3,10 @@
 #include <cstdint>
 
 #include "core/integer/qlayer_kernels.h"
+#include "core/qonnx/quant_kernels.h"
 
 namespace ortquant::integer::avx512 {
+// x / s as x * (1 / s) where that is the same value (qonnx::exact_reciprocal); the scalar path keeps the division.
+constexpr bool kExactReciprocal = true;
 #include "core/integer/qlayer_impl.inc"
 }  // namespace ortquant::integer::avx512

@@ -84,3 +84,11 @@ def test_relu_and_leaky_relu_together_is_a_clear_error():
     conv.attribute.append(helper.make_attribute("relu", 1))
     with pytest.raises(Exception, match="attributes 'relu' and 'leaky_relu_alpha' cannot both apply"):
         ortquant.InferenceSession(prepared)
+
+
+def test_a_malformed_leaky_relu_is_left_for_onnxruntime_to_refuse():
+    m = _model(4, 0.2)
+    next(n for n in m.graph.node if n.op_type == "LeakyRelu").attribute.append(helper.make_attribute("narrow", 1))
+    assert "LeakyRelu" in [n.op_type for n in ortquant.prepare_model(m, integer=True).graph.node]
+    with pytest.raises(Exception, match="narrow"):
+        ortquant.InferenceSession(m, integer=True)

@@ -119,3 +119,13 @@ def test_a_graph_output_transpose_stays_and_nothing_to_move_returns_the_model():
         )
     )
     assert sink_transposes(plain) is plain
+
+
+def test_a_malformed_transpose_is_left_for_onnxruntime_to_refuse():
+    m = _unet()
+    t = next(n for n in m.graph.node if n.output[0] == "c0_cl")
+    t.attribute.append(helper.make_attribute("narrow", 1))  # not a Transpose attribute
+    prepared = sink_transposes(m)
+    assert any(n.output[0] == "c0_cl" and n.op_type == "Transpose" for n in prepared.graph.node)
+    with pytest.raises(Exception, match="narrow"):
+        ortquant.InferenceSession(m)

@@ -16,7 +16,8 @@ its input ``X`` (not as the residual ``R``) and is a ``QConv`` of that domain, d
 ones); no value on the way is a graph output; the readers' act_*
 attributes are equal (defaults filled in), of at most 8 bits (a 9- to 16-bit quantizer has no int8 codes); and no
 reader is a binary-weight layer that may take the bit kernels (weight codes all -1 or +1 with ``xnor`` on: those read
-float32 values). The values keep their names; their ``value_info`` (float32) is dropped. Returns ``model`` itself when
+float32 values). The values that hold codes are renamed (``<name>__codes``) and their float32 ``value_info`` is
+dropped. Returns ``model`` itself when
 nothing is fused.
 """
 
@@ -132,6 +133,18 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         for name, value in act.items():
             v = value.decode() if isinstance(value, bytes) else value
             n.attribute.append(helper.make_attribute("out_" + name, v))
+    # The values that now hold codes get names of their own (a declaration of the float32 value would contradict).
+    used = {v for n in new_nodes for v in [*n.input, *n.output]} | {t.name for t in out.graph.initializer}
+    renamed: dict[str, str] = {}
+    for v in sorted(stale):
+        k = 0
+        while f"{v}__codes{k or ''}" in used:
+            k += 1
+        renamed[v] = f"{v}__codes{k or ''}"
+        used.add(renamed[v])
+    for n in new_nodes:
+        n.input[:] = [renamed.get(v, v) for v in n.input]
+        n.output[:] = [renamed.get(v, v) for v in n.output]
     set_nodes(out.graph, new_nodes, stale)
     return out
 

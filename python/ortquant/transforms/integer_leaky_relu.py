@@ -8,7 +8,8 @@ residual, output codes), so the LeakyRelu's float32 tensor is not written and re
 a LeakyRelu fed into the next layer's quantizer can write that layer's codes (``integer_codes.py``).
 
 Fused only when the QConv (domain ``ortquant.integer``) has no Relu of its own and its output is read by the
-LeakyRelu alone and is no graph output. Runs right after ``lower_integer``, before the other integer fusions.
+LeakyRelu alone and is no graph output, and the LeakyRelu is valid at the model's opset (onnxruntime would refuse
+a malformed one; it is left for it to do so). Runs right after ``lower_integer``, before the other integer fusions.
 Returns ``model`` itself when nothing is fused.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
+from ortquant.transforms import _read
 from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
@@ -52,6 +54,8 @@ def fuse_integer_leaky_relu(model: onnx.ModelProto) -> onnx.ModelProto:
             continue
         r = nodes[rs[0]]
         if r.op_type != "LeakyRelu" or r.domain not in STANDARD_DOMAINS or len(r.output) != 1 or r.input[0] != y:
+            continue
+        if _read.standard_node_problem(r, model) is not None:  # onnxruntime must still see (and refuse) it
             continue
         alpha = next((helper.get_attribute_value(a) for a in r.attribute if a.name == "alpha"), _ONNX_DEFAULT_ALPHA)
         plan.append((ci, rs[0], float(alpha)))

@@ -18,9 +18,11 @@ bits), applied until none matches:
 - a ``Transpose(q)`` reading the output of ``Transpose(p)`` with ``q`` undoing ``p``: its readers read the first
   one's input (the second Transpose goes; the first too when nothing else reads it).
 
-A Transpose whose output is a graph output stays where it is. Values keep their names and layouts (a moved
-Transpose writes the old name; the op before it writes a new value), so no declared shape changes. Returns ``model``
-itself unless the rewrite leaves fewer Transposes (one only moved towards the outputs is no gain).
+Every node moved, rewritten or removed must be valid at the model's opset (onnxruntime would refuse a malformed one:
+it is left in place for it to do so). A Transpose whose output is a graph output stays where it is. Values keep
+their names and layouts (a moved Transpose writes the old name; the op before it writes a new value), so no declared
+shape changes. Returns ``model`` itself unless the rewrite leaves fewer Transposes (one only moved towards the
+outputs is no gain).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from ortquant.transforms import _read
 from ortquant.transforms._util import STANDARD_DOMAINS, copy_model
 from ortquant.transforms.transpose_pairs import _per_element, _perm
 
@@ -91,8 +94,18 @@ def _rewrite_once(model: onnx.ModelProto, fresh: Callable[[str], str]) -> bool:
             if v:
                 readers.setdefault(v, []).append(i)
 
+    valid: dict[int, bool] = {}
+
+    def ok(i: int) -> bool:
+        """A standard node this step moves, rewrites or removes must be one onnxruntime would accept (it never
+        sees it as written); the QONNX quantizers have kernels of their own, which check them."""
+        if i not in valid:
+            n = nodes[i]
+            valid[i] = n.domain not in STANDARD_DOMAINS or _read.standard_node_problem(n, model) is None
+        return valid[i]
+
     def transpose(i: int) -> list[int] | None:
-        return _perm(nodes[i]) if nodes[i].op_type == "Transpose" else None
+        return _perm(nodes[i]) if nodes[i].op_type == "Transpose" and ok(i) else None
 
     def only_reader(value: str) -> int | None:
         rs = readers.get(value, [])
@@ -125,6 +138,8 @@ def _rewrite_once(model: onnx.ModelProto, fresh: Callable[[str], str]) -> bool:
         if j is None:
             continue
         n = nodes[j]
+        if not ok(j):
+            continue
         if n.input[0] == b and b not in n.input[1:] and (_per_element(n, consts) or n.op_type == "Resize"):
             if n.op_type == "Resize":
                 k, vals = _resize_params(n, consts, len(p))
@@ -147,6 +162,8 @@ def _rewrite_once(model: onnx.ModelProto, fresh: Callable[[str], str]) -> bool:
     # Concat of Transpose(p) outputs read by it alone.
     for j, n in enumerate(nodes):
         if n.domain not in STANDARD_DOMAINS or n.op_type != "Concat" or len(n.output) != 1 or not n.input:
+            continue
+        if not ok(j):
             continue
         srcs = [producer.get(v) for v in n.input]
         if any(s is None for s in srcs):

@@ -397,17 +397,21 @@ uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int
 template <class QuadFn>
 uint8_t build_quads_bands(const QuadFn& quad, int64_t cstride, int64_t q0, int64_t q1, int64_t quads, int64_t w,
                           int64_t pl, int64_t band, int64_t bands, int64_t bplane, uint8_t* dst) {
+  // Each quad's padded row is interleaved once into a buffer that stays in L1, then every band's piece of it (with
+  // its halo) is copied into place (interleaving the bands' short pieces one by one: 2.0 % of the Conv1d k5
+  // 256->256 L1000 layer's time in perf samples, this 1.6 %).
+  const int64_t len = (bands - 1) * band + bplane;
+  thread_local std::vector<uint8_t> t_row;
+  if (t_row.size() < static_cast<size_t>(4 * len)) t_row.resize(static_cast<size_t>(4 * len));
+  uint8_t* const row = t_row.data();
+  const int64_t f = std::clamp<int64_t>(pl, 0, len), e = std::clamp<int64_t>(pl + w, f, len);
+  std::memset(row, 0x80, static_cast<size_t>(4 * f));
+  std::memset(row + 4 * e, 0x80, static_cast<size_t>(4 * (len - e)));
   uint8_t any = 0;
   for (int64_t q = q0; q < q1; ++q) {
-    const int8_t* src = quad(q - q0);
-    for (int64_t b = 0; b < bands; ++b) {
-      uint8_t* d = dst + 4 * (b * quads + q) * bplane;
-      const int64_t j0 = b * band - pl;  // the input position of d's first
-      const int64_t f = std::clamp<int64_t>(-j0, 0, bplane), e = std::clamp<int64_t>(w - j0, f, bplane);
-      std::memset(d, 0x80, static_cast<size_t>(4 * f));
-      if (e > f) any = static_cast<uint8_t>(any | interleave_quad(src + j0 + f, cstride, e - f, d + 4 * f));
-      std::memset(d + 4 * e, 0x80, static_cast<size_t>(4 * (bplane - e)));
-    }
+    if (e > f) any = static_cast<uint8_t>(any | interleave_quad(quad(q - q0) + f - pl, cstride, e - f, row + 4 * f));
+    for (int64_t b = 0; b < bands; ++b)
+      std::memcpy(dst + 4 * (b * quads + q) * bplane, row + 4 * b * band, static_cast<size_t>(4 * bplane));
   }
   return any;
 }

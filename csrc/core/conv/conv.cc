@@ -868,7 +868,7 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     const int64_t bands = band > 0 ? ow / band : 0, bplane = band + (a_.kw - 1) * a_.dw + 1;
     const int64_t voh = band > 0 ? bands : oh, vow = band > 0 ? band : ow, vcols = band > 0 ? quads * bplane : g.cols;
     const int64_t bytes = band > 0 ? 4 * bands * quads * bplane : cg_ * cbytes;
-    auto* const qplanes =  // [quad][phase][position][4]
+    auto* const qplanes =  // [quad][phase][position][4], or banded [band][quad][position][4]
         thread_scratch_as<uint8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(bytes));
     std::vector<char> used(unit ? 0 : static_cast<size_t>(g.sh * g.sw), 0);
     for (int64_t t = 0; t < taps && !unit; ++t)

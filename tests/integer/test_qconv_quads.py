@@ -36,6 +36,7 @@ CASES = [
     ((1, 4, 12, 20), (3, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),  # dilation 2, 20-pixel rows
     ((2, 4, 5, 3), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3-pixel rows
     ((1, 12, 7, 8), (4, 1, 1), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 1x1 with padding
+    ((2, 128, 1, 120), (7, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 1),  # 1-D, 32 quads: planes in 3 bands of 40 outputs
     # Quad planes over 256 KiB: bands of output rows (Conv2d::run_raw_bands), each band's planes built from the input
     # rows it reads (halo rows, the padding rows at both ends), its sums rescaled per band.
     ((1, 64, 62, 64), (6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 2 bands: 60 + 2 rows

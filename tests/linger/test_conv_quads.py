@@ -6,7 +6,8 @@ pixels sized so that their k-groups stay in L1). Every case against the numpy in
 kind: output widths that are and are not multiples of 8 (rows of 1 to 3 pixels too), strides, dilation, groups,
 asymmetric pads, 1x1 with padding or stride, reductions from one k-group to thousands, weight rows not a multiple of
 the 6-row tile, batches and two threads; and an image whose quad planes would pass 256 KiB, which takes the
-transposing packer with the weights in their original order instead."""
+transposing packer with the weights in their original order instead; 1-D layers with many channels, whose planes
+are built in bands of outputs."""
 
 from __future__ import annotations
 
@@ -37,6 +38,14 @@ CASES = [
     (1, 300, 3, 8, 7, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 675 k-groups: one 8-pixel chunk per unit
     (1, 24, 5, 21, 9, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 3),  # 3 groups of 3 rows, 21-pixel rows
     (1, 64, 64, 70, 5, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1), 1),  # planes over 256 KiB: the transposing packer
+    # 1-D layers (one input row, a 1-row kernel) with at least 32 quads and a multiple of 8 outputs above 64: planes
+    # in bands of 24 to 64 outputs, each with its halo (read as a grid of bands; every band and halo must count).
+    (1, 128, 1, 240, 20, 1, 5, (1, 1), (0, 2, 0, 2), (1, 1), 1),  # k5, 6 bands of 40, a 2-row last tile
+    (2, 256, 1, 96, 13, 1, 3, (1, 1), (0, 1, 0, 1), (1, 1), 1),  # 64 quads, 3 bands of 32, batch 2
+    (1, 128, 1, 120, 7, 1, 3, (1, 1), (0, 3, 0, 1), (1, 2), 1),  # dilation 2, asymmetric pads: halo of 4
+    (1, 256, 1, 80, 8, 1, 3, (1, 1), (0, 1, 0, 1), (1, 1), 2),  # 2 groups of 32 quads, 2 bands of 40
+    (1, 128, 1, 136, 5, 1, 9, (1, 1), (0, 0, 0, 0), (1, 1), 1),  # no padding, k9: 4 bands of 32 up to the row's end
+    (1, 128, 1, 100, 6, 1, 5, (1, 1), (0, 2, 0, 2), (1, 1), 1),  # 100 outputs (not a multiple of 8): whole rows
 ]
 
 

@@ -386,6 +386,46 @@ uint8_t build_quads_unit(const QuadFn& quad, int64_t cstride, int64_t quads, int
   return any;
 }
 
+// The channel-quad planes of a 1-D layer (one input row, one kernel row, unit strides) in bands of `band` output
+// positions, for the quads [q0, q1) of `quads`: band b of quad q holds the padded row's positions [b * band,
+// b * band + bplane) (input position b * band - pl + j at j) at dst + 4 * (b * quads + q) * bplane, 0x80 (the code 0,
+// sign-flipped) in the padding and beyond the row. So one band's planes of every quad lie together (quads * bplane
+// positions) and the kernel reads them as a grid of `bands` rows of `band` outputs with a row stride of quads * bplane
+// positions. quad(q - q0) is quad q's codes, 4 channels of w positions `cstride` apart. Returns the OR of the codes.
+// Measured on Zen 3 (256 channels at L = 1000, k5): the whole-row planes (4 KiB apart, 64 of them read in every
+// k-group loop) made the kernel 10-15 % slower than planes of 40 positions per band.
+template <class QuadFn>
+uint8_t build_quads_bands(const QuadFn& quad, int64_t cstride, int64_t q0, int64_t q1, int64_t quads, int64_t w,
+                          int64_t pl, int64_t band, int64_t bands, int64_t bplane, uint8_t* dst) {
+  // Each quad's padded row is interleaved once into a buffer that stays in L1, then every band's piece of it (with
+  // its halo) is copied into place (interleaving the bands' short pieces one by one: 2.0 % of the Conv1d k5
+  // 256->256 L1000 layer's time in perf samples, this 1.6 %).
+  const int64_t len = (bands - 1) * band + bplane;
+  thread_local std::vector<uint8_t> t_row;
+  if (t_row.size() < static_cast<size_t>(4 * len)) t_row.resize(static_cast<size_t>(4 * len));
+  uint8_t* const row = t_row.data();
+  const int64_t f = std::clamp<int64_t>(pl, 0, len), e = std::clamp<int64_t>(pl + w, f, len);
+  std::memset(row, 0x80, static_cast<size_t>(4 * f));
+  std::memset(row + 4 * e, 0x80, static_cast<size_t>(4 * (len - e)));
+  uint8_t any = 0;
+  for (int64_t q = q0; q < q1; ++q) {
+    if (e > f) any = static_cast<uint8_t>(any | interleave_quad(quad(q - q0) + f - pl, cstride, e - f, row + 4 * f));
+    for (int64_t b = 0; b < bands; ++b)
+      std::memcpy(dst + 4 * (b * quads + q) * bplane, row + 4 * b * band, static_cast<size_t>(4 * bplane));
+  }
+  return any;
+}
+
+// The band width of build_quads_bands for a 1-D layer with `quads` channel quads and ow outputs, or 0 (whole-row
+// planes): a multiple of 8 (the kernel's 8-output chunks) that divides ow, from 24 to 64, for layers of at least 32
+// quads (with 16 quads the whole-row planes ran as fast) and rows longer than 64.
+int64_t quad_band_1d(int64_t quads, int64_t ow) {
+  if (quads < 32 || ow <= 64 || ow % 8 != 0) return 0;
+  for (const int64_t b : {32, 40, 24, 48, 56, 64})
+    if (ow % b == 0) return b;
+  return 0;
+}
+
 // Rows [r0, r1) of the unit-stride channel-quad planes of `quads` quads (build_quads_unit's layout and values),
 // each quad's rows written as one band plane of `bplane` bytes per quad position ... : quad q's rows go to
 // dst + 4 * q * bplane, padded row r0 + i at dst + 4 * (q * bplane + i * cols); the bytes after the band's rows (up
@@ -819,11 +859,16 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     // Per image and group: the phase planes (build_phases) interleaved by channel quads, then each pixel panel is
     // copied from them (pack_panel_quads); only the output's pixels are computed, so the GEMM writes NCHW directly.
     const int64_t taps = a_.kh * a_.kw, quads = cg_ / 4, kgroups = taps * quads, cbytes = g.channel_bytes();
-    const int64_t bytes = cg_ * cbytes;
     // The quad planes straight from the code rows (build_quads_unit, build_quads_strided), no phase planes in
     // between; with strides only the phases some tap reads (a 1x1 stride-2 layer: one of four).
     const bool unit = a_.sh == 1 && a_.sw == 1;
-    auto* const qplanes =  // [quad][phase][position][4]
+    // A 1-D layer with many channels: its planes in bands of outputs (build_quads_bands), read as a grid of `bands`
+    // rows of `band` outputs whose row stride is `vcols` positions; otherwise the oh x ow grid of g.cols.
+    const int64_t band = unit && a_.kh == 1 && g.rows == 1 && oh == 1 ? quad_band_1d(quads, ow) : 0;
+    const int64_t bands = band > 0 ? ow / band : 0, bplane = band + (a_.kw - 1) * a_.dw + 1;
+    const int64_t voh = band > 0 ? bands : oh, vow = band > 0 ? band : ow, vcols = band > 0 ? quads * bplane : g.cols;
+    const int64_t bytes = band > 0 ? 4 * bands * quads * bplane : cg_ * cbytes;
+    auto* const qplanes =  // [quad][phase][position][4], or banded [band][quad][position][4]
         thread_scratch_as<uint8_t>(ScratchSlot::kConvPhases, static_cast<size_t>(bytes));
     std::vector<char> used(unit ? 0 : static_cast<size_t>(g.sh * g.sw), 0);
     for (int64_t t = 0; t < taps && !unit; ++t)
@@ -836,7 +881,8 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
     for (int64_t t = 0; t < taps; ++t) {
       const int64_t ri = (t / a_.kw) * a_.dh, rj = (t % a_.kw) * a_.dw;
       const int64_t off = ((ri % g.sh) * g.sw + rj % g.sw) * g.plane + (ri / g.sh) * g.cols + rj / g.sw;
-      for (int64_t q = 0; q < quads; ++q) runs[t * quads + q] = qplanes + 4 * (q * cbytes + off);
+      for (int64_t q = 0; q < quads; ++q)
+        runs[t * quads + q] = band > 0 ? qplanes + 4 * (q * bplane + rj) : qplanes + 4 * (q * cbytes + off);
     }
     char* const grid_out =
         sink == nullptr ? nullptr : thread_scratch_as<char>(ScratchSlot::kConvGrid, static_cast<size_t>(mg * oh * ow * es));
@@ -859,13 +905,15 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
               (*fill)(b, gi * cg_ + 4 * (q0 + q), sel, qbuf);
               return static_cast<const int8_t*>(qbuf);
             };
-            task_or[t] = unit ? build_quads_unit(quad, cs, q1 - q0, h, w, a_, g, qd)
-                              : build_quads_strided(quad, cs, q1 - q0, h, w, a_, g, used.data(), sel, qd);
+            task_or[t] = band > 0 ? build_quads_bands(quad, cs, q0, q1, quads, w, a_.pl, band, bands, bplane, qplanes)
+                         : unit     ? build_quads_unit(quad, cs, q1 - q0, h, w, a_, g, qd)
+                                    : build_quads_strided(quad, cs, q1 - q0, h, w, a_, g, used.data(), sel, qd);
           } else {
             const int8_t* const xq = xg + 4 * q0 * h * w;
             auto quad = [&](int64_t q) { return xq + 4 * q * h * w; };
-            task_or[t] = unit ? build_quads_unit(quad, h * w, q1 - q0, h, w, a_, g, qd)
-                              : build_quads_strided(quad, h * w, q1 - q0, h, w, a_, g, used.data(), sel, qd);
+            task_or[t] = band > 0 ? build_quads_bands(quad, h * w, q0, q1, quads, w, a_.pl, band, bands, bplane, qplanes)
+                         : unit     ? build_quads_unit(quad, h * w, q1 - q0, h, w, a_, g, qd)
+                                    : build_quads_strided(quad, h * w, q1 - q0, h, w, a_, g, used.data(), sel, qd);
           }
         });
         uint8_t any = 0;
@@ -875,16 +923,16 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
         // The padding bytes are 0: the OR of the planes is the OR of the image's values and 0.
         if (prove) eg.x_max = x_max_of_or(any);
         char* dst = sink ? grid_out : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
-        if (gemm::cols_runs_supported(eg, kernel, ow)) {
+        if (gemm::cols_runs_supported(eg, kernel, vow)) {
           // Non-negative activations on AVX2: the kernel reads the quad planes directly (no panel copies).
-          gemm::avx2::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, oh, ow, g.cols, eg, dst, oh * ow,
+          gemm::avx2::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, voh, vow, vcols, eg, dst, oh * ow,
                                      par);
         } else {
           gemm::gemm_cols_source(
               packed_quad_[static_cast<size_t>(gi)], oh * ow,
               [&](int64_t q, uint8_t* scratch) {
                 const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, oh * ow - p0);
-                pack_panel_quads(runs, kgroups, p0, np, ow, g.cols, scratch);
+                pack_panel_quads(runs, kgroups, p0, np, vow, vcols, scratch);
                 return static_cast<const uint8_t*>(scratch);
               },
               eg, dst, oh * ow, par, kernel);

@@ -473,7 +473,8 @@ def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
             m = ortquant.prepare_model(str(path), integer=True)
     except Exception as e:
         return f"?/{n} ({type(e).__name__})"
-    k = sum(1 for x in m.graph.node if x.domain == "ortquant.integer" and x.op_type in ("QConv", "QGemm", "Rescale"))
+    ops = ("QConv", "QConvCodes", "QGemm", "Rescale")
+    k = sum(1 for x in m.graph.node if x.domain == "ortquant.integer" and x.op_type in ops)
     return f"{k}/{n}"
 
 

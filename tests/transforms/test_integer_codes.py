@@ -155,6 +155,8 @@ CASES = {
         150,
     ),
     "leaky_pooled": ([{"m": 8, "k": 3, "leaky": 0.5, "pool": 2}, {"m": 4, "k": 3, "signed": True}], 4, 12, 12),
+    # rows longer than the op's 2048-value buffer: each row in pieces
+    "long_rows": ([{"m": 4, "k": 3, "leaky": 0.5}, {"m": 4, "k": 3, "signed": True}], 4, 3, 2200),
     # one producer, two readers with the same quantizer
     "two_readers": ([{"m": 8, "k": 3}, {"m": 4, "k": 3}, {"m": 4, "k": 1, "pads": 0, "reads": 0}], 4, 8, 8),
 }

@@ -206,3 +206,59 @@ def test_qconv_codes_without_its_output_quantizer_is_a_clear_error():
     node.attribute.extend(kept)
     with pytest.raises(Exception, match=r"QConvCodes needs the attributes 'out_act_\*'"):
         ortquant.InferenceSession(prepared)
+
+
+def _residual_block(signed: bool) -> tuple[onnx.ModelProto, list[dict[str, np.ndarray]]]:
+    """x -> Quant -> Conv -> Relu -> r0 -> Quant (a1) -> q1 -> Conv -> c1; Add(c1, q1) -> Relu: Brevitas' residual
+    pattern, the block's input quantizer shared by its first layer and its shortcut."""
+    p0, p1 = _layer(3, 4, 8, 3), _layer(4, 8, 8, 3)
+    inits = [_init(k + "_0", v) for k, v in p0.items()] + [_init(k + "_1", v) for k, v in p1.items()]
+    mk = helper.make_node
+    nodes = [
+        mk("Quant", ["x", "as_0", "az_0", "ab_0"], ["xq"], name="aquant_0", domain=Q, signed=0),
+        mk("Quant", ["w_0", "ws_0", "wz_0", "wb_0"], ["wq_0"], name="wquant_0", domain=Q, signed=1, narrow=1),
+        mk("Conv", ["xq", "wq_0", "cb_0"], ["c0"], name="conv_0", pads=[1] * 4, kernel_shape=[3, 3]),
+        mk("Relu", ["c0"], ["r0"], name="relu_0"),
+        mk("Quant", ["r0", "as_1", "az_1", "ab_1"], ["q1"], name="aquant_1", domain=Q, signed=int(signed)),
+        mk("Quant", ["w_1", "ws_1", "wz_1", "wb_1"], ["wq_1"], name="wquant_1", domain=Q, signed=1, narrow=1),
+        mk("Conv", ["q1", "wq_1", "cb_1"], ["c1"], name="conv_1", pads=[1] * 4, kernel_shape=[3, 3]),
+        mk("Add", ["c1", "q1"], ["s"], name="add"),
+        mk("Relu", ["s"], ["y"], name="relu_out"),
+    ]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 9, 10])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits)  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m, [p0, p1]
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_a_residual_quant_of_the_same_quantizer_reads_the_codes(signed):
+    from ortquant.reference import qonnx as qref
+
+    m, (p0, p1) = _residual_block(signed)
+    prepared = ortquant.prepare_model(m, integer=True)
+    ops = [n.op_type for n in prepared.graph.node]
+    assert ops == ["QConvCodes", "QConv"], ops  # the shortcut's Quant is gone
+    last = prepared.graph.node[1]
+    assert last.input[4] == prepared.graph.node[0].output[0]
+    assert any(a.name == "residual_act_scale" for a in last.attribute)
+    x = (np.random.default_rng(9).standard_normal((2, 4, 9, 10)) * 0.6).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    y0 = _reference(x, p0, False, 1, 1, 1, True)
+    q1 = qref.quant(y0, p1["as"], p1["az"], p1["ab"], signed=signed, narrow=False, rounding_mode="ROUND")
+    c1 = _reference(y0, p1, signed, 1, 1, 1, False)
+    want = np.maximum((c1 + q1).astype(np.float32), np.float32(0))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_residual_codes_without_their_quantizer_is_a_clear_error():
+    m, _ = _residual_block(False)
+    prepared = ortquant.prepare_model(m, integer=True)
+    node = prepared.graph.node[1]
+    kept = [a for a in node.attribute if not a.name.startswith("residual_act_")]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    x = np.zeros((1, 4, 9, 10), np.float32)
+    with pytest.raises(Exception, match=r"input R is int8 codes but the attributes 'residual_act_\*'"):
+        ortquant.InferenceSession(prepared).run(None, {"x": x})

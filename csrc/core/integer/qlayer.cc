@@ -133,6 +133,13 @@ void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n)
   select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa)(a, x, codes, n);
 }
 
+void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t n) {
+  if (a.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes");
+  const int32_t off = a.offset;
+  const float s = a.scale;
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(int32_t{codes[i]} + off) * s;
+}
+
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
              const double* s, const double* b, bool relu) {
   select_isa(&scalar::rescale_isa, &avx2::rescale_isa, &avx512::rescale_isa)(acc, out, outer, channels, inner, corr,

@@ -63,6 +63,10 @@ int32_t nonneg_max(const ActQuant& a);
 // codes[i] = code of x[i], i < n (on the active ISA path). Throws Error for a wide quantizer (quantize_wide).
 void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n);
 
+// What QONNX Quant outputs for the values whose codes these are: y[i] = float32((codes[i] + offset) * scale), the
+// integer codes[i] + offset being q - z exactly.
+void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t n);
+
 // A wide quantizer's (ActQuant::wide) byte planes of x[i], i < n: c = (q - z) - offset = 256 * hi[i] + lo[i] + 128.
 void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n);
 

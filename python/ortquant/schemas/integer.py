@@ -3,6 +3,8 @@ transform (``transforms/lower_integer.py``); docs/ops.md "Integer mode" has the 
 
 from __future__ import annotations
 
+import dataclasses
+
 import onnx
 from onnx import TensorProto
 
@@ -49,6 +51,11 @@ _LEAKY = Attr(
     doc="absent: none; else a LeakyRelu fused on the convolution's output, y >= 0 ? y : alpha * y, before pool, "
     "shuffle and R (transforms/integer_leaky_relu.py)",
 )
+
+# QConv / QConvCodes with R given as int8 codes: their quantizer (the act_* of the layers that read the same codes).
+_RESIDUAL_ACT = [
+    dataclasses.replace(a, name=a.name.replace("out_act_", "residual_act_"), required=False) for a in _OUT_ACT
+]
 
 _POOL = Attr("pool", AttrType.INTS, doc="[pH, pW]: a fused MaxPool of window and stride [pH, pW] (no pads, floor "
              "rounding) on the output (transforms/integer_maxpool.py); absent or [1, 1]: none")  # fmt: skip
@@ -115,22 +122,27 @@ def ops() -> list[Op]:
         *ins[1:],
         Param(
             "R",
-            "tensor(float)",
+            "TR",
             Optional,
-            doc="a residual of Y's shape added to the output (transforms/integer_residual.py)",
+            doc="a residual of Y's shape added to the output (transforms/integer_residual.py); int8: the codes of "
+            "the residual_act_* quantizer (transforms/integer_codes.py)",
         ),
     ]
-    conv_types = [("T", ["tensor(float)", "tensor(int8)"], "values or codes")]
+    conv_types = [
+        ("T", ["tensor(float)", "tensor(int8)"], "values or codes"),
+        ("TR", ["tensor(float)", "tensor(int8)"], "values or codes"),
+    ]
     conv_doc = (
         "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; with "
         "pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with depth_to_space "
         "a DepthToSpace; with R then Y + R (float32), the relu after that addition."
     )
     return [
-        Op("QConv", conv_doc, conv_ins, out, [*_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S], conv_types, _infer_conv),
+        Op("QConv", conv_doc, conv_ins, out, [*_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT],
+           conv_types, _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, *_OUT_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S], conv_types, _infer_conv_codes),
+           [*_ACT, *_OUT_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types, _infer_conv_codes),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

@@ -10,6 +10,10 @@ and applies ``A`` to them as it writes them, a piece of rows at a time from an L
 as they are. The codes are the ones the readers computed before, so every output keeps its bits; what goes is a
 float32 tensor written and read back (four bytes an element instead of one) and a pass of the readers.
 
+A QONNX ``Quant`` reading the producer's output directly is such a reader too when it is the readers' quantizer
+and only QConv layers read its output, as their residual ``R`` (Brevitas' residual block): it goes, and those layers
+read the codes as ``R`` with ``residual_act_*`` (the op adds ``float32((c + offset) * scale)``, what Quant output).
+
 Fused only when: the producer is a ``QConv`` of domain ``ortquant.integer``; every reader of its output reads it as
 its input ``X`` (not as the residual ``R``) and is a ``QConv`` of that domain, directly or through ``Squeeze``,
 ``Unsqueeze``, ``Reshape`` or ``Flatten`` nodes (a 1-D layer's pair; they move int8 elements as they moved float32
@@ -27,7 +31,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
+from ortquant.transforms._integer_common import SkipError
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, copy_model, set_nodes
+from ortquant.transforms.lower_integer import _activation, _Graph
 
 INTEGER_DOMAIN = "ortquant.integer"
 # Nodes that only move or reshape elements (any element type): codes pass through them unchanged.
@@ -39,7 +45,7 @@ _ACT_DEFAULTS: dict[str, object] = {
     "act_bits": None,
     "act_signed": 1,
     "act_narrow": 0,
-    "act_rounding_mode": b"ROUND",
+    "act_rounding_mode": "ROUND",
     "act_bipolar": 0,
 }
 
@@ -51,6 +57,24 @@ def _act(node: onnx.NodeProto) -> dict[str, object]:
     if out["act_bits"] is None:
         out["act_bits"] = 1 if out["act_bipolar"] else 8
     return out
+
+
+def _canonical(act: dict[str, object]) -> dict[str, object]:
+    """act_* values in one form (floats, ints, the rounding mode's name upper-case; a bipolar quantizer by its scale
+    alone), so that a layer's attributes and a Quant node's parameters compare equal when they are one quantizer."""
+    if act.get("act_bipolar"):
+        return {**_ACT_DEFAULTS, "act_scale": act["act_scale"], "act_bits": 1, "act_bipolar": 1}
+    mode = act["act_rounding_mode"]
+    mode = mode.decode() if isinstance(mode, bytes) else str(mode)
+    return {
+        "act_scale": None if act["act_scale"] is None else float(np.float32(act["act_scale"])),  # type: ignore[arg-type]
+        "act_zeropt": float(act["act_zeropt"]),  # type: ignore[arg-type]
+        "act_bits": int(act["act_bits"]),  # type: ignore[call-overload]
+        "act_signed": int(act["act_signed"]),  # type: ignore[call-overload]
+        "act_narrow": int(act["act_narrow"]),  # type: ignore[call-overload]
+        "act_rounding_mode": mode.upper(),
+        "act_bipolar": 0,
+    }
 
 
 def _binary_weights(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> bool:
@@ -84,9 +108,35 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     outputs = {o.name for o in model.graph.output}
     inits = {t.name: t for t in model.graph.initializer}
 
+    graph: _Graph | None = None
+
+    def residual_quant(j: int) -> tuple[dict[str, object], list[int]] | None:
+        """(its quantizer as act_* values, the layers reading its output as R) for a Quant node whose output only
+        QConv layers read, as their residual R; None otherwise."""
+        nonlocal graph
+        q = nodes[j]
+        if q.domain not in QONNX_DOMAINS or q.op_type not in ("Quant", "IntQuant", "BipolarQuant") or not q.output:
+            return None
+        v = q.output[0]
+        rs = readers.get(v, [])
+        if not v or v in outputs or not rs or any(k != 4 or not is_qconv(nodes[r]) for r, k in rs):
+            return None
+        if graph is None:
+            graph = _Graph(model)
+        try:
+            act, x, chain, _ = _activation(graph, v)
+        except (SkipError, ValueError):
+            return None
+        if chain or x != q.input[0]:
+            return None
+        return {**_ACT_DEFAULTS, "act_bits": 1 if act.get("act_bipolar") else 8, **act}, [r for r, _ in rs]
+
+    quants: dict[int, tuple[dict[str, object], list[int]]] = {}  # Quant index -> (quantizer, R readers)
+
     def layer_readers(value: str, through: list[str]) -> list[tuple[int, int]] | None:
         """The QConv layers reading ``value`` as X, directly or through shape-only nodes (whose outputs are added
-        to ``through``); None when another node or a graph output reads it."""
+        to ``through``), and (k = -1) the Quant nodes reading it directly whose outputs the layers read only as R
+        (residual_quant); None when another node or a graph output reads it."""
         if value in outputs:
             return None
         found: list[tuple[int, int]] = []
@@ -94,6 +144,9 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
             r = nodes[j]
             if is_qconv(r) and k == 0:
                 found.append((j, k))
+            elif k == 0 and not through and (rq := residual_quant(j)) is not None:
+                quants[j] = rq
+                found.append((j, -1))
             elif r.op_type in _SHAPE_OPS and r.domain in STANDARD_DOMAINS and k == 0 and len(r.output) == 1:
                 through.append(r.output[0])
                 more = layer_readers(r.output[0], through)
@@ -104,7 +157,7 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
                 return None
         return found
 
-    fused: dict[int, dict[str, object]] = {}  # producer index -> the readers' act_* values
+    fused: dict[int, tuple[dict[str, object], list[int]]] = {}  # producer -> (the readers' act_*, residual Quants)
     stale: set[str] = set()
     for i, n in enumerate(nodes):
         if not is_qconv(n) or not n.output or not n.output[0]:
@@ -113,26 +166,35 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         rs = layer_readers(n.output[0], through)
         if not rs:
             continue
-        acts = [_act(nodes[j]) for j, _ in rs]
+        acts = [_canonical(quants[j][0] if k < 0 else _act(nodes[j])) for j, k in rs]
         if any(a != acts[0] for a in acts) or acts[0]["act_scale"] is None:
             continue
         if not acts[0]["act_bipolar"] and int(acts[0]["act_bits"]) > 8:  # type: ignore[call-overload]
             continue
-        if any(_binary_weights(nodes[j], inits) for j, _ in rs):
+        if any(k == 0 and _binary_weights(nodes[j], inits) for j, k in rs):
             continue
-        fused[i] = acts[0]
-        stale.update([n.output[0], *through])
+        fused[i] = (acts[0], [j for j, k in rs if k < 0])
+        stale.update([n.output[0], *through, *(nodes[j].output[0] for j, k in rs if k < 0)])
     if not fused:
         return model
 
     out = copy_model(model)
     new_nodes = list(out.graph.node)
-    for i, act in fused.items():
+    drop: set[int] = set()
+    for i, (act, qs) in fused.items():
         n = new_nodes[i]
         n.op_type = "QConvCodes"
         for name, value in act.items():
-            v = value.decode() if isinstance(value, bytes) else value
-            n.attribute.append(helper.make_attribute("out_" + name, v))
+            n.attribute.append(helper.make_attribute("out_" + name, value))
+        for qi in qs:  # the residual Quant goes: its readers take the codes as R, with their quantizer
+            drop.add(qi)
+            for r in quants[qi][1]:
+                new_nodes[r].input[4] = n.output[0]
+                for name, value in act.items():
+                    new_nodes[r].attribute.append(
+                        helper.make_attribute(name.replace("act_", "residual_act_", 1), value)
+                    )
+    new_nodes = [m for k, m in enumerate(new_nodes) if k not in drop]
     # The values that now hold codes get names of their own (a declaration of the float32 value would contradict).
     used = {v for n in new_nodes for v in [*n.input, *n.output]} | {t.name for t in out.graph.initializer}
     renamed: dict[str, str] = {}

@@ -118,6 +118,13 @@ class QConvKernel : public OpKernel {
                              "of its int8 output codes"
                            : "attribute 'out_act_scale' belongs to QConvCodes (int8 output codes); QConv's output "
                              "is float32");
+    if (info.has_attr("residual_act_scale")) {  // R given as the int8 codes of this quantizer
+      if (!residual_) throw_error("attributes 'residual_act_*' need the residual input R");
+      r_q_ = integer::nonneg_codes(integer_act_quant(info, "residual_act_"));
+      if (r_q_->wide)
+        throw_error("attributes 'residual_act_*': codes take a quantizer of at most 8 bits, got ",
+                    info.attr_int("residual_act_bits", 8));
+    }
     if (codes_op) {
       out_q_ = integer::nonneg_codes(integer_act_quant(info, "out_act_"));
       if (out_q_->wide)
@@ -142,7 +149,9 @@ class QConvKernel : public OpKernel {
     if (d2s) os = {cs[0], cs[1] / (bs_ * bs_), checked_mul(cs[2], bs_, "output height"), checked_mul(cs[3], bs_, "output width")};
     const std::optional<TensorView> r = residual_ ? ctx.input(4) : std::nullopt;
     if (r) {
-      expect_dtype(*r, kFloat, "input R");
+      if (r->dtype == kI8 && !r_q_)
+        throw_error("input R is int8 codes but the attributes 'residual_act_*' (their quantizer) are missing");
+      if (r->dtype != kI8) expect_dtype(*r, kFloat, "input R");
       if (r->shape != os)
         throw_error("input R (the residual added to the output) has shape ", shape_str(r->shape),
                     ", the output's is ", shape_str(os));
@@ -167,16 +176,19 @@ class QConvKernel : public OpKernel {
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
     const int64_t conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
-    thread_local std::vector<float> t_conv, t_image;
+    thread_local std::vector<float> t_conv, t_image, t_resid;
     const bool staged = pool || d2s;
     if (staged && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
     if (codes_out && t_image.size() < static_cast<size_t>(out_each)) t_image.resize(static_cast<size_t>(out_each));
+    const bool r_codes = r && r->dtype == kI8;
+    if (r_codes && t_resid.size() < static_cast<size_t>(out_each)) t_resid.resize(static_cast<size_t>(out_each));
     for (int64_t b = 0; b < cs[0]; ++b) {
       float* yb = codes_out ? t_image.data() : y + b * out_each;
       conv_->run(input_of(b), xs1, {staged ? t_conv.data() : yb, nullptr, nullptr}, par);
       if (pool) integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, yb);
       if (d2s) integer::depth_to_space(t_conv.data(), cs[1], cs[2], cs[3], bs_, crd_, yb);
-      if (r) integer::add_residual(yb, r->as<float>() + b * out_each, out_each, relu_);
+      if (r_codes) integer::dequantize_codes(*r_q_, r->as<int8_t>() + b * out_each, t_resid.data(), out_each);
+      if (r) integer::add_residual(yb, r_codes ? t_resid.data() : r->as<float>() + b * out_each, out_each, relu_);
       if (codes_out) integer::quantize_codes(*out_q_, yb, yc + b * out_each, out_each);
     }
   }
@@ -190,6 +202,7 @@ class QConvKernel : public OpKernel {
   bool residual_ = false;     // input R given: y = pool(conv) + R, then the Relu
   bool relu_ = false;
   std::optional<integer::ActQuant> out_q_;  // out_act_*: the output as this quantizer's int8 codes
+  std::optional<integer::ActQuant> r_q_;    // residual_act_*: R given as this quantizer's int8 codes
 };
 
 class QGemmKernel : public OpKernel {
@@ -287,7 +300,7 @@ void infer_gemm(const InferContext& ctx) {
 OpSpec qconv_spec(const std::string& name) {
   OpSpec s;
   s.name = name;
-  s.inputs = {req(kAny), req(kI8), req(kF64), req(kF64), opt(kFloat)};  // X: float32 values or int8 codes
+  s.inputs = {req(kAny), req(kI8), req(kF64), req(kF64), opt(kAny)};  // X, R: float32 values or int8 codes
   s.outputs = {req(kFloat)};
   s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info, false); };
   s.infer = &infer_conv_values;

@@ -158,7 +158,7 @@ py::array conv2d_py(const I8& x, const I8& w, const std::optional<py::array>& bi
                     const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations, int64_t group,
                     const std::string& kind, double ratio, double lo, double hi, double fscale, double fdiv,
                     const std::string& kernel, int threads, bool transposed, const std::vector<int64_t>& output_padding,
-                    const std::string& algo) {
+                    const std::string& algo, int x_max) {
   conv::ConvAlgo ca = conv::ConvAlgo::kAuto;
   if (algo == "planes") ca = conv::ConvAlgo::kPlanes;
   else if (algo == "nhwc") ca = conv::ConvAlgo::kNhwc;
@@ -180,7 +180,14 @@ py::array conv2d_py(const I8& x, const I8& w, const std::optional<py::array>& bi
   }
   const conv::Conv2d c(w.data(), w.shape(0), w.shape(1), a);
   const Shape os = c.output_shape(xs);
-  const EpilogueSpec s = epilogue_of(kind, ratio, lo, hi, fscale, fdiv, bias, os[1]);
+  EpilogueSpec s = epilogue_of(kind, ratio, lo, hi, fscale, fdiv, bias, os[1]);
+  if (x_max >= 0) {  // the caller's promise (Epilogue::x_max), checked here
+    if (x_max > 127) throw Error("x_max must be -1 or in [0, 127], got " + std::to_string(x_max));
+    const int8_t* xp = x.data();
+    for (py::ssize_t i = 0; i < x.size(); ++i)
+      if (xp[i] < 0 || xp[i] > x_max) throw Error("x_max: x holds " + std::to_string(xp[i]) + ", outside [0, x_max]");
+    s.ep.x_max = x_max;
+  }
   py::array out = alloc_out(s.ep.kind, std::vector<py::ssize_t>(os.begin(), os.end()));
   void* o = out.mutable_data();
   py::gil_scoped_release nogil;
@@ -238,9 +245,10 @@ void register_gemm(py::module_& m) {
         py::arg("dilations") = std::vector<int64_t>{1, 1}, py::arg("group") = 1, py::arg("kind") = "int8",
         py::arg("ratio") = 1.0, py::arg("lo") = -128.0, py::arg("hi") = 127.0, py::arg("fscale") = 1.0,
         py::arg("fdiv") = 0.0, py::arg("kernel") = "auto", py::arg("threads") = 1, py::arg("transposed") = false,
-        py::arg("output_padding") = std::vector<int64_t>{0, 0}, py::arg("algo") = "auto",
+        py::arg("output_padding") = std::vector<int64_t>{0, 0}, py::arg("algo") = "auto", py::arg("x_max") = -1,
         "int8 NCHW convolution (or transposed convolution) with the GEMM epilogue per output channel; `algo` "
-        "forces the convolution algorithm ('planes', 'nhwc'; 'auto' = the per-layer rule of docs/ops.md).");
+        "forces the convolution algorithm ('planes', 'nhwc'; 'auto' = the per-layer rule of docs/ops.md); "
+        "`x_max` >= 0 promises every input in [0, x_max] (checked; Epilogue::x_max: the engine's int16 paths).");
 }
 
 }  // namespace ortquant::py_bindings

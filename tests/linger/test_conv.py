@@ -75,6 +75,10 @@ DW_CASES = [
     (1, 17, 4, 33, 2, 4, (2, 2), (1, 1, 0, 2), (1, 1)),
     (1, 16, 7, 20, 7, 1, (1, 2), (3, 0, 3, 0), (1, 1)),
     (1, 16, 3, 9, 1, 2, (1, 2), (0, 18, 0, 17), (1, 1)),
+    # Images whose channels-last block is larger than 256 KiB run in bands of output rows (each band builds only the
+    # padded rows it reads): unit stride, and strides with dilation and a last short band.
+    (1, 20, 96, 100, 3, 3, (1, 1), (1, 1, 1, 1), (1, 1)),
+    (1, 17, 80, 130, 5, 5, (2, 1), (2, 2, 3, 2), (2, 2)),
 ]
 
 
@@ -109,6 +113,61 @@ def test_depthwise_algorithms_match_reference(algo, kernel, case, rng):
     assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, c))
     got = _C.conv2d(x, wt, None, kind="raw", **args)
     assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, c).astype(np.int32))
+
+
+# Stride-1 depthwise with every input promised in [0, x_max] (integer mode's non-negative codes): the vector path's
+# int16 row kernel when x_max * max_c sum_t |w| <= 32767, else the block. Output widths around its 16-column vectors
+# (16, 17, 31, 40), kernels 3x3 and 5x5 (fixed loops) and 1x3, 7x1 (the generic one), vertical dilation,
+# asymmetric pads, a layer at the int16 bound exactly, one past it, and a large image (bands of rows).
+# (N, C, H, W, kh, kw, pads [t, l, b, r], dilations, x_max, |w| max)
+S1_CASES = [
+    (1, 16, 9, 16, 3, 3, (1, 1, 1, 1), (1, 1), 15, 8),
+    (2, 20, 7, 17, 3, 3, (1, 1, 1, 1), (1, 1), 15, 8),
+    (1, 17, 8, 31, 5, 5, (2, 2, 2, 2), (1, 1), 127, 10),
+    (1, 16, 6, 40, 1, 3, (0, 1, 0, 1), (1, 1), 63, 64),
+    (1, 16, 12, 20, 7, 1, (3, 0, 3, 0), (2, 1), 7, 100),
+    (1, 3, 5, 18, 3, 3, (0, 2, 1, 0), (1, 1), 1, 127),
+    (1, 16, 5, 24, 3, 3, (1, 1, 1, 1), (1, 1), 127, -1),  # sum |w| = 258 on channel 0: 127 * 258 = 32766
+    (1, 16, 5, 24, 3, 3, (1, 1, 1, 1), (1, 1), 127, -2),  # one more: 32893 > 32767, the block
+    (1, 16, 100, 96, 3, 3, (1, 1, 1, 1), (1, 1), 15, 8),
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", S1_CASES)
+def test_depthwise_nonnegative_inputs_match_reference(kernel, case, rng):
+    n, c, h, w, kh, kw, p, d, x_max, w_max = case
+    x = rng.integers(0, x_max + 1, (n, c, h, w)).astype(np.int8)
+    if w_max > 0:
+        wt = rng.integers(-w_max, w_max + 1, (c, 1, kh, kw)).astype(np.int8)
+        # The extremes: one channel at +-x_max * w_max on every tap.
+        x[0, 0] = x_max
+        wt[0] = -w_max
+    else:  # the int16 bound: channel 0's sum |w| = 258 (-1) or 259 (-2), inputs all x_max, the sum negative
+        wt = rng.integers(-8, 9, (c, 1, kh, kw)).astype(np.int8)
+        wt[0] = np.array([-127, -127, -4, 0, 0, 0, 0, 0, 0]).reshape(1, 3, 3) + np.array([0, 0, 1 + w_max, 0, 0, 0, 0, 0, 0]).reshape(1, 3, 3)
+        x[0, 0] = x_max
+    b = rng.integers(-(2**20), 2**20, c).astype(np.int32)
+    args = dict(strides=[1, 1], pads=list(p), dilations=list(d), group=c, kernel=kernel, x_max=x_max)
+    s = (1, 1)
+    for algo in ("nhwc", "planes"):
+        for threads in (1, 2):
+            got = _C.conv2d(x, wt, None, kind="raw", threads=threads, algo=algo, **args)
+            assert_bitexact(got, ref.conv2d_acc(x, wt, None, s, p, d, c).astype(np.int32))
+        got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), lo=-8.0, hi=7.0, algo=algo, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 4, s, p, d, c))
+        got = _C.conv2d(x, wt, b, kind="int16", ratio=1.0 / 8, lo=-32768.0, hi=32767.0, algo=algo, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 8.0, 1.0, 1.0, 16, s, p, d, c))
+        got = _C.conv2d(x, wt, b, kind="int8", ratio=0.3 / 64, algo=algo, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 1.0, 0.3, 8, s, p, d, c))
+        got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, algo=algo, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, c))
+
+
+def test_depthwise_x_max_promise_is_checked(rng):
+    x = np.full((1, 16, 4, 20), 3, np.int8)
+    with pytest.raises(Exception, match="outside"):
+        _C.conv2d(x, int8_data(rng, (16, 1, 3, 3)), group=16, x_max=2)
 
 
 def test_depthwise_extreme_sums():

@@ -712,30 +712,7 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
   if (n == 0 || oh * ow == 0) return;
-  if (algo(kernel, algo_req) == ConvAlgo::kNhwc) {
-    DwNhwcArgs d{x, c, h, w, a_, oh, ow, h + a_.pt + a_.pb, w + a_.pl + a_.pr, dwn_.get(), nullptr, &ep, out};
-    const int64_t scratch = dw_nhwc_scratch(d);
-    if (scratch > 0) {
-      // Byte offset of every tap in the padded block (the pad tap of an odd count repeats the last, weight 0).
-      std::vector<int64_t> off(static_cast<size_t>(2 * dwn_->pairs));
-      for (int64_t t = 0; t < 2 * dwn_->pairs; ++t) {
-        const int64_t tt = std::min(t, dwn_->taps - 1);
-        off[static_cast<size_t>(t)] = ((tt / a_.kw) * a_.dh * d.wp + (tt % a_.kw) * a_.dw) * kDwBlock;
-      }
-      d.tap_off = off.data();
-      d.shift = dw_nhwc_shift(ep, ep.bias, c, dwn_->taps);
-      const int64_t units = n * dwn_->blocks;
-      const size_t tasks = tasks_for(units, oh * ow * kDwBlock * dwn_->taps * 8);
-      int8_t* const buf = thread_scratch_as<int8_t>(ScratchSlot::kDepthwisePhases, tasks * static_cast<size_t>(scratch));
-      const Kernel kk = gemm::resolve_kernel(kernel);
-      par(tasks, [&](size_t t) {
-        dw_nhwc(d, units * static_cast<int64_t>(t) / static_cast<int64_t>(tasks),
-                units * static_cast<int64_t>(t + 1) / static_cast<int64_t>(tasks),
-                buf + t * static_cast<size_t>(scratch), kk);
-      });
-      return;
-    }
-  }
+  if (algo(kernel, algo_req) == ConvAlgo::kNhwc && run_dw_nhwc(x, xs, ep, out, nullptr, par, kernel)) return;
   const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   if (depthwise_) {
     DepthwiseArgs d{x, w_.data(), c, h, w, m_, a_, g, &ep, out};
@@ -756,6 +733,56 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
     return;
   }
   run_gemm(x, xs, ep, out, nullptr, par, kernel);
+}
+
+bool Conv2d::run_dw_nhwc(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const BandSink* sink,
+                         const Parallel& par, Kernel kernel) const {
+  const Shape os = output_shape(xs);
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
+  DwNhwcArgs d{x, c, h, w, a_, oh, ow, h + a_.pt + a_.pb, w + a_.pl + a_.pr, dwn_.get(), nullptr, &ep, out};
+  d.sink = sink;
+  d.band = dw_nhwc_band(d);
+  const int64_t scratch = dw_nhwc_scratch(d);
+  if (scratch <= 0) return false;
+  // Byte offset of every tap in the padded block (the pad tap of an odd count repeats the last, weight 0).
+  std::vector<int64_t> off(static_cast<size_t>(2 * dwn_->pairs));
+  for (int64_t t = 0; t < 2 * dwn_->pairs; ++t) {
+    const int64_t tt = std::min(t, dwn_->taps - 1);
+    off[static_cast<size_t>(t)] = ((tt / a_.kw) * a_.dh * d.wp + (tt % a_.kw) * a_.dw) * kDwBlock;
+  }
+  d.tap_off = off.data();
+  d.shift = dw_nhwc_shift(ep, ep.bias, c, dwn_->taps);
+  const int64_t units = dw_nhwc_units(d, n);
+  const size_t tasks = tasks_for(units, d.band * ow * kDwBlock * dwn_->taps * 8);
+  int8_t* const buf = thread_scratch_as<int8_t>(ScratchSlot::kDepthwisePhases, tasks * static_cast<size_t>(scratch));
+  const Kernel kk = gemm::resolve_kernel(kernel);
+  par(tasks, [&](size_t t) {
+    dw_nhwc(d, units * static_cast<int64_t>(t) / static_cast<int64_t>(tasks),
+            units * static_cast<int64_t>(t + 1) / static_cast<int64_t>(tasks), buf + t * static_cast<size_t>(scratch),
+            kk);
+  });
+  return true;
+}
+
+bool Conv2d::dw_raw_ok(const Shape& xs, Kernel kernel) const {
+  if (!dwn_ || algo(kernel) != ConvAlgo::kNhwc) return false;
+  const Shape os = output_shape(xs);
+  if (os[0] == 0 || os[2] * os[3] == 0) return true;
+  DwNhwcArgs d{nullptr, xs[1], xs[2], xs[3], a_, os[2], os[3], xs[2] + a_.pt + a_.pb, xs[3] + a_.pl + a_.pr,
+               dwn_.get(), nullptr, nullptr, nullptr};
+  const BandSink none;
+  d.sink = &none;
+  d.band = dw_nhwc_band(d);
+  return dw_nhwc_scratch(d) > 0;
+}
+
+void Conv2d::run_raw_dw(const int8_t* x, const Shape& xs, const Epilogue& ep, const BandSink& sink,
+                        const Parallel& par, Kernel kernel) const {
+  if (!dw_raw_ok(xs, kernel)) throw_error("run_raw_dw: this convolution does not take the channels-last depthwise kernel");
+  if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw_dw: the epilogue must produce raw sums");
+  const Shape os = output_shape(xs);
+  if (os[0] == 0 || os[2] * os[3] == 0) return;
+  if (!run_dw_nhwc(x, xs, ep, nullptr, &sink, par, kernel)) throw_error("run_raw_dw: scratch size overflows");
 }
 
 void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const RawSink& sink, const Parallel& par,

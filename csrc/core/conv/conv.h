@@ -99,12 +99,24 @@ class Conv2d {
   // ep.kind != kRaw.
   void run_raw_bands(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const BandSink& sink,
                      const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  // run_raw_dw applies on kernel path `kernel`: a depthwise layer (group == channels == outputs) that run() computes
+  // with the channels-last kernel (algo() == kNhwc).
+  bool dw_raw_ok(const Shape& xs, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  // The channels-last depthwise kernel with ep.kind == kRaw, in bands of output rows (dwnhwc.h): `sink` gets the sums
+  // of output rows [y0, y1) of each channel c of image b ([y1 - y0][ow] int32; BandSink with g = c) while they are
+  // in cache, on the pool's threads (it must not throw and must be safe to call concurrently for distinct (b, c,
+  // y0)). Same sums as run(). Throws Error when !dw_raw_ok(xs, kernel) or ep.kind != kRaw.
+  void run_raw_dw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const BandSink& sink,
+                  const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
   ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
 
  private:
   void run_gemm(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const RawSink* sink,
                 const gemm::Parallel& par, gemm::Kernel kernel, const QuadFill* fill = nullptr) const;
+  // The channels-last depthwise kernel (algo() == kNhwc); false when its scratch size would overflow.
+  bool run_dw_nhwc(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const BandSink* sink,
+                   const gemm::Parallel& par, gemm::Kernel kernel) const;
   ConvAttrs a_;
   int64_t m_, cg_;
   bool depthwise_;

@@ -4,11 +4,16 @@
 // load), then for every output pixel multiply-adds the taps two at a time as int16 pairs (the bytes of taps t and
 // t+1 interleaved and sign-extended, times the packed weight pairs: vpmaddwd, exact int32 sums), applies the GEMM
 // epilogue to 16 channels at once and transposes tiles of 16 pixels x 16 channels back to NCHW.
+// A large image runs in bands of output rows (DwNhwcArgs::band): a task unit is (image, block, band) and builds
+// only the padded rows its band reads, so the block stays in L2 (a whole 256 x 256 block is 2 MiB of int16).
+// With a sink (raw sums only), a unit's sums go to a buffer in its scratch and the sink gets them channel by
+// channel while they are in cache, instead of an int32 output tensor (integer mode rescales them there).
 // Per-ISA bodies in dwnhwc_<isa>.cc: scalar (the oracle, plain loops over the same packed data) and AVX2; the AVX2
 // path computes 3 x 3 stride-2 layers without the block, from the NCHW rows (dw_rows_s2 below).
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/conv/conv.h"
@@ -23,6 +28,7 @@ constexpr int kDwBlock = 16;  // channels per block
 // vpunpck{l,h}wd on a ymm of 16 int16 channels (the AVX2 kernel's accumulators).
 struct DwNhwcWeights {
   int64_t c = 0, taps = 0, pairs = 0, blocks = 0;
+  int64_t abs_sum_max = 0;  // max over channels of sum over taps of |w|
   std::vector<int16_t> data, lanes;
   const int16_t* block(int64_t b) const { return data.data() + b * pairs * kDwBlock * 2; }
   const int16_t* block_lanes(int64_t b) const { return lanes.data() + b * pairs * kDwBlock * 2; }
@@ -43,7 +49,34 @@ struct DwNhwcArgs {
   // int32: floor((sum + bias) * 2^-shift + 0.5) = (sum + bias + half) >> shift exactly, so the vector paths may
   // requantize in int32 (shift = -1: the float64 epilogue). Set by dw_nhwc_shift().
   int shift = -1;
+  // Output rows per task unit (dw_nhwc_band()): units are n * blocks * ceil(oh / band).
+  int64_t band = 0;
+  // ep->kind == kRaw only, optional: unit (img, block, band) hands the sums of each channel c of the block, output
+  // rows [y0, y1), [y1 - y0][ow] int32 contiguous, to (*sink)(img, c, y0, y1, sums); `out` is not written. Called
+  // on the task's thread: it must not throw and must be safe to call from several threads at once.
+  const std::function<void(int64_t img, int64_t c, int64_t y0, int64_t y1, const int32_t* sums)>* sink = nullptr;
 };
+// Output rows per unit for d (every field but band set): the whole image when its padded block is small, else
+// the rows whose padded input rows and (with a sink) sums stay within about 128 KiB each; the 3 x 3 stride-2 row
+// kernel (dw_rows_s2) keeps whole images. At least 1.
+int64_t dw_nhwc_band(const DwNhwcArgs& d);
+// Task units of d for n images.
+inline int64_t dw_nhwc_units(const DwNhwcArgs& d, int64_t n) {
+  return n * d.wts->blocks * ((d.oh + d.band - 1) / d.band);
+}
+// Unit t -> (image, block, first output row, end row).
+struct DwUnit {
+  int64_t img, blk, y0, y1;
+};
+inline DwUnit dw_nhwc_unit(const DwNhwcArgs& d, int64_t t) {
+  const int64_t bands = (d.oh + d.band - 1) / d.band, per_img = d.wts->blocks * bands;
+  const int64_t r = t % per_img, y0 = (r % bands) * d.band;
+  return {t / per_img, r / bands, y0, std::min(d.oh, y0 + d.band)};
+}
+// Padded input rows a band of output rows [y0, y1) reads: [y0 * sh, (y1 - 1) * sh + (kh - 1) * dh + 1).
+inline int64_t dw_band_in_rows(const DwNhwcArgs& d, int64_t rows) {
+  return (rows - 1) * d.a.sh + (d.a.kh - 1) * d.a.dh + 1;
+}
 // The row kernel of the vector path for 3 x 3 (or 3 x 4) kernels with stride 2 and dilation 1 and at least 8
 // output columns: the input stays NCHW, no channels-last block and no transposes. Per channel the input rows are
 // copied into zero-padded rows; the 16 bytes at padded column 2 ox0 + 2 j, sign-extended, are then the int16 pairs
@@ -55,6 +88,22 @@ inline bool dw_rows_s2(const DwNhwcArgs& d) {
   return d.a.kh == 3 && (d.a.kw == 3 || d.a.kw == 4) && d.a.sh == 2 && d.a.sw == 2 && d.a.dh == 1 && d.a.dw == 1 &&
          d.ow >= 8;
 }
+// The row kernel of the vector path for stride-1 layers (horizontal dilation 1, at least 16 output columns, at most
+// 64 taps) whose sums provably fit int16: activations promised in [0, x_max] (Epilogue::x_max, integer mode's
+// non-negative codes) with x_max * max_c sum_t |w[c][t]| <= 32767, so every partial sum fits too. Per channel the
+// band's input rows are widened once into a zero-padded int16 plane; each 16 output columns of a row are then
+// kh * kw (load, vpmullw by the broadcast weight, vpaddw), exact, widened to int32 for the epilogue or the sink.
+// No channels-last block and no transposes.
+inline bool dw_rows_s1(const DwNhwcArgs& d) {
+  return d.a.sh == 1 && d.a.sw == 1 && d.a.dw == 1 && d.ow >= 16 && d.wts->taps <= 64 && d.ep != nullptr &&
+         d.ep->x_max >= 0 && d.ep->x_max <= 127 && int64_t{d.ep->x_max} * d.wts->abs_sum_max <= 32767;
+}
+// Its padded row stride in int16 elements: the vectors read up to column round16(ow) + kw - 2 (the last 16 columns
+// of a row are computed at ow - 16, overlapping); the widening writes columns [pl, pl + w).
+inline int64_t dw_rows_s1_stride(const DwNhwcArgs& d) {
+  const int64_t need = std::max((d.ow + 15) / 16 * 16 + d.a.kw - 1, d.wp);
+  return (need + 15) / 16 * 16;
+}
 // Its padded row stride in bytes (planes of hp such rows): the vectors read up to byte 2 * round8(ow) + 1 of a
 // padded row; the copy writes bytes [pl, pl + w).
 inline int64_t dw_rows_stride(const DwNhwcArgs& d) {
@@ -63,10 +112,12 @@ inline int64_t dw_rows_stride(const DwNhwcArgs& d) {
 }
 // The shift of d (see DwNhwcArgs::shift) for epilogue ep and bias (c values or null), or -1.
 int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int64_t taps);
-// Bytes of scratch one task needs (the padded block, int16 on the AVX2 path, and a 16 x 16 output tile); -1 when it
-// would overflow.
+// Bytes of scratch one task needs (the padded rows of a band, int16 on the AVX2 path, a 16 x 16 output tile and,
+// with a sink, the sums of a band; band set); -1 when it would overflow.
 int64_t dw_nhwc_scratch(const DwNhwcArgs& d);
-// Tasks [t0, t1) of n * blocks (task = image * blocks + block); scratch: dw_nhwc_scratch() bytes, 64-aligned.
+// The sink's buffer in a task's scratch: its byte offset (after the block and the tile) and int32 count.
+int64_t dw_nhwc_sums_offset(const DwNhwcArgs& d);
+// Units [t0, t1) (dw_nhwc_unit); scratch: dw_nhwc_scratch() bytes, 64-aligned.
 void dw_nhwc(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch, gemm::Kernel kernel);
 
 namespace scalar {

@@ -51,12 +51,11 @@ inline void transpose16(__m128i (&r)[16]) {
   }
 }
 
-// The zero-padded NHWC block of channels [c0, c0 + 16) of image img, as int16 (16 channels = 32 bytes a pixel).
-void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int16_t* buf) {
+// Padded rows [pr0, pr0 + prn) of the zero-padded NHWC block of channels [c0, c0 + 16) of image img, as int16
+// (16 channels = 32 bytes a pixel; padded row pr is input row pr - pt).
+void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int64_t pr0, int64_t prn, int16_t* buf) {
   const ConvAttrs& a = d.a;
   const int64_t row = d.wp * kDwBlock;  // elements
-  if (a.pt > 0) std::memset(buf, 0, static_cast<size_t>(a.pt * row) * 2);
-  if (a.pb > 0) std::memset(buf + (a.pt + d.h) * row, 0, static_cast<size_t>(a.pb * row) * 2);
   const int64_t nc = std::min<int64_t>(kDwBlock, d.c - c0);
   const int8_t* src = d.x + (img * d.c + c0) * d.h * d.w;
   const int64_t plane = d.h * d.w;
@@ -64,8 +63,13 @@ void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int16_t* buf) {
   auto put = [](int16_t* px, __m128i v) {
     _mm256_store_si256(reinterpret_cast<__m256i*>(px), _mm256_cvtepi8_epi16(v));
   };
-  for (int64_t y = 0; y < d.h; ++y) {
-    int16_t* dst = buf + (y + a.pt) * row;
+  for (int64_t i = 0; i < prn; ++i) {
+    int16_t* dst = buf + i * row;
+    const int64_t y = pr0 + i - a.pt;
+    if (y < 0 || y >= d.h) {  // a padding row
+      std::memset(dst, 0, static_cast<size_t>(row) * 2);
+      continue;
+    }
     // The left and right padding pixels (a few 32-byte stores; no memset call per row).
     for (int64_t p = 0; p < a.pl; ++p) _mm256_store_si256(reinterpret_cast<__m256i*>(dst + p * kDwBlock), zero);
     for (int64_t p = a.pl + d.w; p < d.wp; ++p)
@@ -100,6 +104,29 @@ void build_block(const DwNhwcArgs& d, int64_t img, int64_t c0, int16_t* buf) {
   }
 }
 
+// 8 x 8 int32: rows i of `in` (stride 16 elements) -> columns of `out` (stride `plane` elements).
+inline void transpose8x8_epi32(const int32_t* in, int32_t* out, int64_t plane) {
+  __m256i r[8], t[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(in + i * kDwBlock));
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    r[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  // r[k] (k < 4): column k of rows 0-3 in the low 128-bit half, column 4 + k in the high half; r[4 + k]: rows 4-7.
+  for (int k = 0; k < 4; ++k) {
+    const __m256i lo = _mm256_permute2x128_si256(r[k], r[4 + k], 0x20);
+    const __m256i hi = _mm256_permute2x128_si256(r[k], r[4 + k], 0x31);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k * plane), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (4 + k) * plane), hi);
+  }
+}
+
 // 16 channels x 16 pixels of output elements (tile[pixel][channel]) -> out planes (stride `plane` elements).
 template <OutKind K>
 inline void store_tile(const char* tile, int64_t np, int64_t nc, char* out, int64_t plane) {
@@ -113,6 +140,15 @@ inline void store_tile(const char* tile, int64_t np, int64_t nc, char* out, int6
       return;
     }
   }
+  if constexpr (es == 4) {
+    if (np == 16 && nc == 16) {
+      const int32_t* t = reinterpret_cast<const int32_t*>(tile);
+      int32_t* o = reinterpret_cast<int32_t*>(out);
+      for (int pb = 0; pb < 2; ++pb)
+        for (int cb = 0; cb < 2; ++cb) transpose8x8_epi32(t + pb * 8 * kDwBlock + cb * 8, o + cb * 8 * plane + pb * 8, plane);
+      return;
+    }
+  }
   for (int64_t ch = 0; ch < nc; ++ch) {
     char* o = out + ch * plane * es;
     for (int64_t p = 0; p < np; ++p) std::memcpy(o + p * es, tile + (p * kDwBlock + ch) * es, es);
@@ -122,13 +158,16 @@ inline void store_tile(const char* tile, int64_t np, int64_t nc, char* out, int6
 // Slot i of the accumulators' lane order holds channel kLane[i] (DwNhwcWeights::lanes).
 constexpr int kLane[kDwBlock] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15};
 
+// Output rows [u.y0, u.y1) of block u.blk of image u.img; with a sink, its sums go to `sums` ([16][rows][ow]) and
+// then to the sink channel by channel.
 template <OutKind K, int P>
-void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int16_t* buf, char* tile) {
+void block(const DwNhwcArgs& d, const DwUnit& u, int16_t* buf, char* tile, int32_t* sums) {
   constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
   const ConvAttrs& a = d.a;
-  const int64_t c0 = blk * kDwBlock, nc = std::min<int64_t>(kDwBlock, d.c - c0);
+  const int64_t img = u.img, blk = u.blk, c0 = blk * kDwBlock, nc = std::min<int64_t>(kDwBlock, d.c - c0);
   const int64_t pairs = P > 0 ? P : d.wts->pairs;
-  build_block(d, img, c0, buf);
+  const int64_t pr0 = u.y0 * a.sh, rows = u.y1 - u.y0;
+  build_block(d, img, c0, pr0, dw_band_in_rows(d, rows), buf);
   const __m256i* wv = reinterpret_cast<const __m256i*>(d.wts->block_lanes(blk));  // [pair][2] ymm, lane order
   const Epilogue& ep = *d.ep;
   const Consts8 cst(ep);
@@ -152,13 +191,17 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int16_t* buf, char* ti
     ihi = _mm256_set1_epi32(static_cast<int32_t>(ep.hi));
   }
   const int64_t* off = d.tap_off;
-  const int64_t npix = d.oh * d.ow;
-  char* out = static_cast<char*>(d.out) + (img * d.c + c0) * npix * es;
-  int64_t oy = 0, ox = 0;
+  const bool to_sink = d.sink != nullptr;
+  // Output pixels [0, npix) of this band, written at out (channel planes `plane` elements apart).
+  const int64_t npix = rows * d.ow;
+  const int64_t plane = to_sink ? npix : d.oh * d.ow;
+  char* out = to_sink ? reinterpret_cast<char*>(sums)
+                      : static_cast<char*>(d.out) + ((img * d.c + c0) * d.oh * d.ow + u.y0 * d.ow) * es;
+  int64_t oy = u.y0, ox = 0;
   for (int64_t p0 = 0; p0 < npix; p0 += 16) {
     const int64_t np = std::min<int64_t>(16, npix - p0);
     for (int64_t p = 0; p < np; ++p) {
-      const int16_t* base = buf + (oy * a.sh * d.wp + ox * a.sw) * kDwBlock;
+      const int16_t* base = buf + ((oy * a.sh - pr0) * d.wp + ox * a.sw) * kDwBlock;
       __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();  // lanes 0-3 8-11 | 4-7 12-15
       for (int64_t q = 0; q < pairs; ++q) {
         const __m256i xa = _mm256_load_si256(reinterpret_cast<const __m256i*>(base + off[2 * q]));
@@ -198,8 +241,10 @@ void block(const DwNhwcArgs& d, int64_t img, int64_t blk, int16_t* buf, char* ti
       store8<K>(cst, divide, n1, bias[2], bias[3], tp + 8 * es, 8);
       if (++ox == d.ow) ox = 0, ++oy;
     }
-    store_tile<K>(tile, np, nc, out + p0 * es, npix);
+    store_tile<K>(tile, np, nc, out + p0 * es, plane);
   }
+  if (to_sink)
+    for (int64_t ch = 0; ch < nc; ++ch) (*d.sink)(img, c0 + ch, u.y0, u.y1, sums + ch * npix);
 }
 
 // ---- The stride-2 row kernel (dw_rows_s2 in dwnhwc.h) -------------------------------------------------------
@@ -276,7 +321,7 @@ void walk_k3s2(const RowEpilogue& e, const __m256i* wv, const int8_t* plane, int
 // Channels [c0, c0 + nc) of image img; scratch: two planes of hp padded rows (dw_rows_stride bytes each) whose
 // padding (rows and columns) is zero.
 template <OutKind K, bool kShift, bool kClamp>
-void rows_s2(const DwNhwcArgs& d, int64_t img, int64_t c0, int64_t nc, int8_t* scratch) {
+void rows_s2(const DwNhwcArgs& d, int64_t img, int64_t c0, int64_t nc, int8_t* scratch, int32_t* sums) {
   constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
   const ConvAttrs& a = d.a;
   const int64_t rs = dw_rows_stride(d), npix = d.oh * d.ow;
@@ -315,22 +360,118 @@ void rows_s2(const DwNhwcArgs& d, int64_t img, int64_t c0, int64_t nc, int8_t* s
     const int32_t bias = ep.bias ? ep.bias[c] : 0;
     e.bh = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(bias) + static_cast<uint32_t>(half)));
     e.bd = _mm256_set1_pd(static_cast<double>(bias));
-    char* const out_c = out_img + c * npix * es;
+    // With a sink: the channel's sums into `sums`, then to the sink.
+    char* const out_c = d.sink != nullptr ? reinterpret_cast<char*>(sums) : out_img + c * npix * es;
     walk_k3s2<K, kShift, kClamp>(e, wv, plane, rs, d.oh, d.ow, out_c);
+    if (d.sink != nullptr) (*d.sink)(img, c, 0, d.oh, sums);
   }
+}
+
+// ---- The stride-1 row kernel (dw_rows_s1 in dwnhwc.h) -------------------------------------------------------
+
+// Input row s (w bytes, sign-extended) -> int16 elements [0, w) of r.
+inline void widen_row(const int8_t* s, int64_t w, int16_t* r) {
+  int64_t x = 0;
+  for (; x + 16 <= w; x += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + x),
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + x))));
+  if (x < w && w >= 16) {  // the last 16 again, overlapping (same values)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(r + w - 16),
+                        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(s + w - 16))));
+    return;
+  }
+  for (; x < w; ++x) r[x] = s[x];
+}
+
+// The 16 int16 sums of output columns [o0, o0 + 16) of the output row whose first tap row is r (plane rows `rs`
+// elements apart, vertical dilation dh): KH, KW > 0 fixed, else kh, kw.
+template <int KH, int KW>
+inline __m256i sums16(const int16_t* r, int64_t rs, int64_t dh, int64_t kh, int64_t kw, const __m256i* wv) {
+  const int64_t h = KH > 0 ? KH : kh, w = KW > 0 ? KW : kw;
+  __m256i acc = _mm256_setzero_si256();
+  for (int64_t i = 0; i < h; ++i) {
+    const int16_t* ri = r + i * dh * rs;
+    for (int64_t j = 0; j < w; ++j)
+      acc = _mm256_add_epi16(
+          acc, _mm256_mullo_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ri + j)), wv[i * w + j]));
+  }
+  return acc;
+}
+
+// Unit u's channels: per channel the band's padded input rows are widened into `plane` (zeroed first: the widening
+// writes only the input's columns of the input's rows, so the padding stays zero), then each output row 16 columns
+// at a time (the last 16 of a row at ow - 16, overlapping: same values), widened to int32 for the epilogue or the
+// sink's buffer.
+template <OutKind K, bool kShift, bool kClamp, int KH, int KW>
+void rows_s1(const DwNhwcArgs& d, const DwUnit& u, int16_t* plane, int32_t* sums) {
+  constexpr int64_t es = K == OutKind::kInt8 ? 1 : (K == OutKind::kInt16 ? 2 : 4);
+  const ConvAttrs& a = d.a;
+  const int64_t rs = dw_rows_s1_stride(d), rows = u.y1 - u.y0, in_rows = dw_band_in_rows(d, rows);
+  const int64_t c0 = u.blk * kDwBlock, nc = std::min<int64_t>(kDwBlock, d.c - c0), taps = d.wts->taps;
+  const int64_t npix = d.oh * d.ow;
+  std::memset(plane, 0, static_cast<size_t>(in_rows * rs) * 2);
+  const Epilogue& ep = *d.ep;
+  const int shift = kShift ? d.shift : 0;
+  const int32_t half = shift > 0 ? int32_t{1} << (shift - 1) : 0;
+  RowEpilogue e{Consts8(ep), ep.fdiv != 0.0, _mm256_setzero_si256(),
+                _mm256_set1_epi32(static_cast<int32_t>(kShift ? ep.lo : 0)),
+                _mm256_set1_epi32(static_cast<int32_t>(kShift ? ep.hi : 0)), _mm_cvtsi32_si128(shift),
+                _mm256_setzero_pd()};
+  char* const out_img = static_cast<char*>(d.out) + u.img * d.c * npix * es;
+  __m256i wv[64];
+  for (int64_t c = c0; c < c0 + nc; ++c) {
+    const int8_t* src = d.x + (u.img * d.c + c) * d.h * d.w;
+    for (int64_t i = 0; i < in_rows; ++i) {
+      const int64_t y = u.y0 + i - a.pt;  // stride 1: padded row y0 + i
+      if (y >= 0 && y < d.h) widen_row(src + y * d.w, d.w, plane + i * rs + a.pl);
+    }
+    const int16_t* wb = d.wts->block(c / kDwBlock);
+    const int64_t lane = c % kDwBlock;
+    for (int64_t t = 0; t < taps; ++t) wv[t] = _mm256_set1_epi16(wb[((t / 2) * kDwBlock + lane) * 2 + t % 2]);
+    const int32_t bias = ep.bias ? ep.bias[c] : 0;
+    e.bh = _mm256_set1_epi32(static_cast<int32_t>(static_cast<uint32_t>(bias) + static_cast<uint32_t>(half)));
+    e.bd = _mm256_set1_pd(static_cast<double>(bias));
+    for (int64_t oy = u.y0; oy < u.y1; ++oy) {
+      const int16_t* r = plane + (oy - u.y0) * rs;
+      for (int64_t o0 = 0; o0 < d.ow; o0 += 16) {
+        const int64_t at = std::min(o0, d.ow - 16);
+        const __m256i acc = sums16<KH, KW>(r + at, rs, a.dh, a.kh, a.kw, wv);
+        const __m256i lo = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc));
+        const __m256i hi = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc, 1));
+        if (d.sink != nullptr) {
+          int32_t* o = sums + (oy - u.y0) * d.ow + at;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), lo);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 8), hi);
+        } else {
+          char* o = out_img + (c * npix + oy * d.ow + at) * es;
+          row_store8<K, kShift, kClamp>(e, lo, o, 8);
+          row_store8<K, kShift, kClamp>(e, hi, o + 8 * es, 8);
+        }
+      }
+    }
+    if (d.sink != nullptr) (*d.sink)(u.img, c, u.y0, u.y1, sums);
+  }
+}
+
+template <OutKind K, bool kShift, bool kClamp>
+void rows_s1_any(const DwNhwcArgs& d, const DwUnit& u, int16_t* plane, int32_t* sums) {
+  if (d.a.kh == 3 && d.a.kw == 3) rows_s1<K, kShift, kClamp, 3, 3>(d, u, plane, sums);
+  else if (d.a.kh == 5 && d.a.kw == 5) rows_s1<K, kShift, kClamp, 5, 5>(d, u, plane, sums);
+  else rows_s1<K, kShift, kClamp, 0, 0>(d, u, plane, sums);
 }
 
 template <OutKind K>
 void tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
-  const int64_t blocks = d.wts->blocks;
+  int32_t* const sums = reinterpret_cast<int32_t*>(scratch + dw_nhwc_sums_offset(d));
   if (dw_rows_s2(d)) {
     // Two planes: only the bytes [pl, pl + w) of their input rows are written per channel, so their padding stays
     // zero for every channel.
     std::memset(scratch, 0, static_cast<size_t>(2 * d.hp * dw_rows_stride(d)));
     auto run = [&](auto fn) {
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t img = t / blocks, c0 = (t % blocks) * kDwBlock;
-        fn(d, img, c0, std::min<int64_t>(kDwBlock, d.c - c0), scratch);
+        const DwUnit u = dw_nhwc_unit(d, t);  // whole images here (dw_nhwc_band)
+        const int64_t c0 = u.blk * kDwBlock;
+        fn(d, u.img, c0, std::min<int64_t>(kDwBlock, d.c - c0), scratch, sums);
       }
     };
     constexpr bool kInt = K == OutKind::kInt8 || K == OutKind::kInt16 || K == OutKind::kInt32;
@@ -345,15 +486,24 @@ void tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
     }
     return;
   }
+  if (dw_rows_s1(d)) {
+    auto run = [&](auto fn) {
+      for (int64_t t = t0; t < t1; ++t) fn(d, dw_nhwc_unit(d, t), reinterpret_cast<int16_t*>(scratch), sums);
+    };
+    constexpr bool kInt = K == OutKind::kInt8 || K == OutKind::kInt16 || K == OutKind::kInt32;
+    if (kInt && d.shift >= 0) run(rows_s1_any<K, kInt, true>);
+    else run(rows_s1_any<K, false, false>);
+    return;
+  }
   auto* buf = reinterpret_cast<int16_t*>(scratch);
-  char* tile = reinterpret_cast<char*>(scratch) + (d.hp * d.wp * kDwBlock * 2 + 63) / 64 * 64;
+  char* tile = reinterpret_cast<char*>(scratch) + dw_nhwc_sums_offset(d) - kDwBlock * kDwBlock * 4;  // the tile sits right before the sums
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t img = t / blocks, blk = t % blocks;
+    const DwUnit u = dw_nhwc_unit(d, t);
     switch (d.wts->pairs) {
-      case 2: block<K, 2>(d, img, blk, buf, tile); break;
-      case 3: block<K, 3>(d, img, blk, buf, tile); break;
-      case 5: block<K, 5>(d, img, blk, buf, tile); break;
-      default: block<K, 0>(d, img, blk, buf, tile); break;
+      case 2: block<K, 2>(d, u, buf, tile, sums); break;
+      case 3: block<K, 3>(d, u, buf, tile, sums); break;
+      case 5: block<K, 5>(d, u, buf, tile, sums); break;
+      default: block<K, 0>(d, u, buf, tile, sums); break;
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "core/integer/qlayer_kernels.h"
 
@@ -480,7 +481,12 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     quantize_codes(act_, in.x, q, n_in);
     codes = q;
   }
-  if (band > 0) return run_bands(codes, xs, os, band, out, par, kernel);
+  // Depthwise on the channels-last kernel: its bands of sums rescaled while in cache (no int32 output tensor).
+  const Shape padded_shape = explicit_pad_ ? Shape{xs[0], xs[1], checked_add(xs[2], a_.pt + a_.pb, "padded height"),
+                                                   checked_add(xs[3], a_.pl + a_.pr, "padded width")}
+                                           : xs;
+  const bool dw = conv_.depthwise() && conv_.dw_raw_ok(padded_shape, kernel);
+  if (band > 0 && !dw) return run_bands(codes, xs, os, band, out, par, kernel);
   const int8_t* engine_in = codes;
   Shape es = xs;
   if (explicit_pad_) {
@@ -490,6 +496,15 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     pad_codes(codes, planes, h, w, a_, static_cast<int8_t>(-act_.offset), padded);
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};
+  }
+  if (dw) {
+    conv_.run_raw_dw(
+        engine_in, es, ep,
+        [&](int64_t b, int64_t ch, int64_t y0, int64_t y1, const int32_t* sums) {
+          emit(out, ((b * m_ + ch) * oh + y0) * ow, sums, ow, ch, 1, y1 - y0, ow);
+        },
+        par, kernel);
+    return;
   }
   if (conv_.gemm_path() && conv_.bands_ok(es)) {
     // Quad planes larger than L2 keeps: bands of output rows, each rescaled while its sums are in cache.

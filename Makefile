@@ -120,7 +120,7 @@ ISAS_TESTS ?= tests/qonnx/test_quant.py tests/qonnx/test_quant_pow2.py tests/qon
   tests/linger/test_elementwise.py tests/linger/test_gemm.py tests/linger/test_linear.py tests/linger/test_conv.py \
   tests/linger/test_conv_grid.py tests/linger/test_conv_quads.py tests/integer/test_qconv_quads.py \
   tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_codes.py \
-  tests/transforms/test_integer_leaky_relu.py \
+  tests/transforms/test_integer_leaky_relu.py tests/transforms/test_integer_code_flow.py \
   tests/linger/test_convtranspose.py tests/linger/test_bmm.py tests/linger/test_matrix_conformance.py \
   tests/linger/test_lstm.py tests/linger/test_gru.py
 test-isas: venv
@@ -152,7 +152,7 @@ ASAN_TESTS ?= tests/test_hardening.py tests/test_lifecycle.py tests/test_library
   tests/qonnx/test_wide_params.py tests/integer/test_qlayer.py tests/linger/test_convtranspose.py \
   tests/integer/test_qconv_quads.py tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_residual.py \
   tests/transforms/test_integer_depth_to_space.py tests/transforms/test_integer_codes.py \
-  tests/transforms/test_integer_leaky_relu.py
+  tests/transforms/test_integer_leaky_relu.py tests/transforms/test_integer_code_flow.py
 # Not in the set: tests/qonnx/test_float_quant_wide.py (float64 FloatQuant). Its time is qonnx's Python reference
 # (69 s normally, about 8 min under ASan, which put CI over its 45-minute aim); it ran clean under ASan+UBSan by
 # hand (240 tests with test_float_quant.py), and the fuzz corpus above has a float64 FloatQuant seed.

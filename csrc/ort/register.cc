@@ -140,6 +140,7 @@ const std::vector<Entry>& table() {
       // integer mode: QONNX quantized layers lowered by transforms/lower_integer.py.
       {&kIntegerDomains, "QConv", &qconv_spec},
       {&kIntegerDomains, "QConvCodes", &qconv_codes_spec},
+      {&kIntegerDomains, "MaxPoolCodes", &maxpool_codes_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
       {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
       {&kIntegerDomains, "Rescale", &rescale_spec},

@@ -145,7 +145,9 @@ def test_depthwise_nonnegative_inputs_match_reference(kernel, case, rng):
         wt[0] = -w_max
     else:  # the int16 bound: channel 0's sum |w| = 258 (-1) or 259 (-2), inputs all x_max, the sum negative
         wt = rng.integers(-8, 9, (c, 1, kh, kw)).astype(np.int8)
-        wt[0] = np.array([-127, -127, -4, 0, 0, 0, 0, 0, 0]).reshape(1, 3, 3) + np.array([0, 0, 1 + w_max, 0, 0, 0, 0, 0, 0]).reshape(1, 3, 3)
+        wt[0] = np.array([-127, -127, -4, 0, 0, 0, 0, 0, 0]).reshape(1, 3, 3) + np.array(
+            [0, 0, 1 + w_max, 0, 0, 0, 0, 0, 0]
+        ).reshape(1, 3, 3)
         x[0, 0] = x_max
     b = rng.integers(-(2**20), 2**20, c).astype(np.int32)
     args = dict(strides=[1, 1], pads=list(p), dilations=list(d), group=c, kernel=kernel, x_max=x_max)

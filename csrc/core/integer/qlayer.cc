@@ -141,6 +141,10 @@ void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t 
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(int32_t{codes[i]} + off) * s;
 }
 
+void map_codes(const int8_t* table, int8_t* codes, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) codes[i] = table[static_cast<uint8_t>(codes[i]) ^ 0x80u];
+}
+
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
              const double* s, const double* b, bool relu) {
   select_isa(&scalar::rescale_isa, &avx2::rescale_isa, &avx512::rescale_isa)(acc, out, outer, channels, inner, corr,
@@ -394,6 +398,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
           grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
           if (leaky_) leaky_relu_inplace(buf, n, *leaky_);
           quant(*out.quant, buf, cj + r * width + c0, n);
+          if (out.table != nullptr) map_codes(out.table, cj + r * width + c0, n);
         }
       continue;
     }
@@ -403,6 +408,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
       grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
       if (leaky_) leaky_relu_inplace(buf, nr * width, *leaky_);
       quant(*out.quant, buf, cj + r0 * width, nr * width);
+      if (out.table != nullptr) map_codes(out.table, cj + r0 * width, nr * width);
     }
   }
 }
@@ -424,6 +430,7 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   else run_xnor(in.x, xs, os, y, par);
   if (leaky_) leaky_relu_inplace(y, n_out, *leaky_);
   if (out.codes != nullptr) quantize_codes(*out.quant, y, out.codes, n_out);
+  if (out.codes != nullptr && out.table != nullptr) map_codes(out.table, out.codes, n_out);
 }
 
 void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,

@@ -66,6 +66,8 @@ void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n)
 // What QONNX Quant outputs for the values whose codes these are: y[i] = float32((codes[i] + offset) * scale), the
 // integer codes[i] + offset being q - z exactly.
 void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t n);
+// codes[i] = table[codes[i] + 128] (table: 256 int8 values), in place.
+void map_codes(const int8_t* table, int8_t* codes, int64_t n);
 
 // A wide quantizer's (ActQuant::wide) byte planes of x[i], i < n: c = (q - z) - offset = 256 * hi[i] + lo[i] + 128.
 void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n);
@@ -109,6 +111,8 @@ class QConv {
     float* y = nullptr;
     int8_t* codes = nullptr;
     const ActQuant* quant = nullptr;
+    // With codes, optional: 256 stored codes; each code c written becomes table[c + 128] (map_codes).
+    const int8_t* table = nullptr;
   };
   void run(In in, const Shape& xs, Out out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;

@@ -45,6 +45,13 @@ _OUT_ACT = [
     Attr("out_act_bipolar", AttrType.INT, 0),
 ]
 
+_TABLE = Attr(
+    "out_table",
+    AttrType.INTS,
+    doc="absent: none; else 256 int8 codes: each output code c is written as out_table[c + 128] (the quantizers and "
+    "per-element ops between this layer and the codes' readers, folded; transforms/integer_code_flow.py)",
+)
+
 _LEAKY = Attr(
     "leaky_relu_alpha",
     AttrType.FLOAT,
@@ -89,6 +96,15 @@ def _infer_conv(ctx: onnx.shape_inference.InferenceContext, elem: int = TensorPr
 
 def _infer_conv_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
     _infer_conv(ctx, TensorProto.INT8)
+
+
+def _infer_maxpool_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
+    x, k = input_shape(ctx, 0), attr(ctx, "kernel_shape")
+    if x is None or len(x) != 4 or k is None or len(k) != 2:
+        set_output(ctx, 0, TensorProto.INT8, None)
+        return
+    spatial = [v // q if v is not None and q >= 1 else None for v, q in zip(x[2:], k, strict=True)]
+    set_output(ctx, 0, TensorProto.INT8, [x[0], x[1], *spatial])
 
 
 def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -142,7 +158,13 @@ def ops() -> list[Op]:
            conv_types, _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, *_OUT_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types, _infer_conv_codes),
+           [*_ACT, *_OUT_ACT, _TABLE, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types,
+           _infer_conv_codes),
+        Op("MaxPoolCodes", "Y = MaxPool(X) over int8 codes, window kernel_shape = strides, no pads, floor rounding "
+           "(the max of codes is the code of the max: transforms/integer_code_flow.py).",
+           [Param("X", "tensor(int8)")], [Param("Y", "tensor(int8)")],
+           [Attr("kernel_shape", AttrType.INTS, required=True, doc="[pH, pW], also the strides")], (),
+           _infer_maxpool_codes),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

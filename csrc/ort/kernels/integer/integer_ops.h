@@ -10,6 +10,8 @@ namespace ortquant::ort {
 OpSpec qconv_spec(const std::string& name);
 // QConv whose output is the int8 codes of its out_act_* quantizer (the next QConv's input quantizer).
 OpSpec qconv_codes_spec(const std::string& name);
+// MaxPool over int8 codes with non-overlapping windows (kernel_shape == strides, no pads, floor rounding).
+OpSpec maxpool_codes_spec(const std::string& name);
 OpSpec qgemm_spec(const std::string& name);
 // The float-exact backend (float_exact.cc).
 OpSpec quant_codes_spec(const std::string& name);

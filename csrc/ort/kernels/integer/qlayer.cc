@@ -2,6 +2,7 @@
 // transform python/ortquant/transforms/lower_integer.py writes them). X float32; W int8 weight codes, S and B
 // float64 per output channel, all three constant initializers; the activation quantizer as act_* attributes.
 // The math is core/integer/qlayer.h; this file only reads attributes, validates and calls it.
+#include <array>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -131,6 +132,17 @@ class QConvKernel : public OpKernel {
         throw_error("attributes 'out_act_*': output codes take a quantizer of at most 8 bits, got ",
                     info.attr_int("out_act_bits", 8));
     }
+    if (info.has_attr("out_table")) {  // each output code c written as out_table[c + 128]
+      if (!codes_op) throw_error("attribute 'out_table' belongs to QConvCodes (a map of its int8 output codes)");
+      const std::vector<int64_t> t = info.attr_ints("out_table", {});
+      if (t.size() != 256) throw_error("attribute 'out_table' must have 256 values (one per int8 code), got ", t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i] < -128 || t[i] > 127)
+          throw_error("attribute 'out_table': value ", i, " is ", t[i], ", not an int8 code in [-128, 127]");
+        table_[i] = static_cast<int8_t>(t[i]);
+      }
+      has_table_ = true;
+    }
   }
 
   void compute(KernelContext& ctx) const override {
@@ -167,7 +179,8 @@ class QConvKernel : public OpKernel {
     };
     const gemm::Parallel par = parallel(ctx);
     if (!pool && !d2s && !r) {
-      conv_->run(input_of(0), x.shape, {y, yc, codes_out ? &*out_q_ : nullptr}, par);
+      conv_->run(input_of(0), x.shape, {y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr},
+                 par);
       return;
     }
     // The fused max pool or pixel shuffle and the residual add, image by image: the convolution's output (into a
@@ -190,6 +203,7 @@ class QConvKernel : public OpKernel {
       if (r_codes) integer::dequantize_codes(*r_q_, r->as<int8_t>() + b * out_each, t_resid.data(), out_each);
       if (r) integer::add_residual(yb, r_codes ? t_resid.data() : r->as<float>() + b * out_each, out_each, relu_);
       if (codes_out) integer::quantize_codes(*out_q_, yb, yc + b * out_each, out_each);
+      if (codes_out && has_table_) integer::map_codes(table_.data(), yc + b * out_each, out_each);
     }
   }
 
@@ -203,6 +217,36 @@ class QConvKernel : public OpKernel {
   bool relu_ = false;
   std::optional<integer::ActQuant> out_q_;  // out_act_*: the output as this quantizer's int8 codes
   std::optional<integer::ActQuant> r_q_;    // residual_act_*: R given as this quantizer's int8 codes
+  std::array<int8_t, 256> table_{};          // out_table (has_table_): the map of the output codes
+  bool has_table_ = false;
+};
+
+// MaxPoolCodes: a MaxPool over int8 codes with non-overlapping windows (kernel_shape == strides, no pads, floor).
+class MaxPoolCodesKernel : public OpKernel {
+ public:
+  explicit MaxPoolCodesKernel(const KernelInfo& info) {
+    const std::vector<int64_t> k = info.attr_ints("kernel_shape", {});
+    if (k.size() != 2 || k[0] < 1 || k[1] < 1 || k[0] > kMax || k[1] > kMax)
+      throw_error("attribute 'kernel_shape' must be 2 window sizes [pH, pW] in 1..", kMax, ", got ", shape_str(k));
+    ph_ = k[0], pw_ = k[1];
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const TensorView x = ctx.required_input(0);
+    expect_dtype(x, kI8, "input X");
+    if (x.shape.size() != 4) throw_error("input X must be 4-D [N, C, H, W], got shape ", shape_str(x.shape));
+    if (x.shape[2] < ph_ || x.shape[3] < pw_)
+      throw_error("input X is ", x.shape[2], " x ", x.shape[3], ", smaller than the window ", ph_, " x ", pw_);
+    const Shape os = {x.shape[0], x.shape[1], x.shape[2] / ph_, x.shape[3] / pw_};
+    int8_t* y = ctx.output_as<int8_t>(0, os);
+    if (shape_size(os) == 0) return;
+    integer::max_pool_windows(x.as<int8_t>(), checked_mul(x.shape[0], x.shape[1], "planes"), x.shape[2], x.shape[3],
+                              ph_, pw_, y);
+  }
+
+ private:
+  static constexpr int64_t kMax = 1 << 16;
+  int64_t ph_ = 1, pw_ = 1;
 };
 
 class QGemmKernel : public OpKernel {
@@ -312,6 +356,28 @@ OpSpec qconv_codes_spec(const std::string& name) {
   s.outputs = {req(kI8)};
   s.factory = [](const KernelInfo& info) { return std::make_unique<QConvKernel>(info, true); };
   s.infer = &infer_conv_codes;
+  return s;
+}
+
+static void infer_maxpool_codes(const InferContext& ctx) {
+  InferContext::Dims x;
+  if (!ctx.input_shape(0, &x) || x.rank() != 4) return;
+  const std::vector<int64_t> k = ctx.attr_ints("kernel_shape");
+  for (size_t i = 0; i < 2; ++i) {
+    const bool known = k.size() == 2 && k[i] >= 1 && x.dims[2 + i] >= 0;
+    x.dims[2 + i] = known ? x.dims[2 + i] / k[i] : -1;
+    x.sym[2 + i] = known ? std::string() : InferContext::fresh_dim();
+  }
+  ctx.set_output(0, kI8, x);
+}
+
+OpSpec maxpool_codes_spec(const std::string& name) {
+  OpSpec s;
+  s.name = name;
+  s.inputs = {req(kI8)};
+  s.outputs = {req(kI8)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<MaxPoolCodesKernel>(info); };
+  s.infer = &infer_maxpool_codes;
   return s;
 }
 

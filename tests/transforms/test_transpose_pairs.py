@@ -94,10 +94,11 @@ def test_pair_around_quant_chain_is_removed_and_results_are_qonnx_bits() -> None
 def test_integer_mode_fuses_the_quantizer_once_the_pair_is_gone() -> None:
     """The quantizer right before the second layer is its QConv's own input quantizer once no Transpose separates
     them (and the Quant -> LeakyRelu between the layers then folds into the first layer's output table:
-    integer_code_flow); the first layer reads the model's NHWC input through the input Transpose (the grid path)."""
+    integer_code_flow, and the output Transpose into the second layer: integer_channels_last); the first layer reads
+    the model's NHWC input through the input Transpose (the grid path)."""
     prepared = ortquant.prepare_model(_block(), integer=True)
     ops = [n.op_type for n in prepared.graph.node]
-    assert ops == ["Quant", "Transpose", "QConvCodes", "QConv", "Transpose"]
+    assert ops == ["Quant", "Transpose", "QConvCodes", "QConv"]
     assert prepared.graph.node[3].input[0] == prepared.graph.node[2].output[0]  # the second layer reads the codes
 
 

@@ -379,6 +379,30 @@ void leaky_relu_inplace(float* y, int64_t n, float alpha) {
 void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
                  int64_t rows, int64_t width) const {
   const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  if (out.channels_last) {
+    // Pieces of kPix pixels of a row: every channel's values rescaled into a buffer [channels][kPix], then stored
+    // pixel by pixel, the channels of a pixel contiguous (whole cache lines, not one float per line per channel).
+    // Measured on exm_separable's last layer (16 channels, Zen 3): 512 pixels a piece 0.92x the time of 64.
+    constexpr int64_t kPix = 512;
+    const int64_t ohw = out.plane;
+    const int64_t b = at / (m_ * ohw), p0 = at % ohw;
+    thread_local std::vector<float> t_cl;
+    float* buf = scratch(t_cl, checked_mul(channels, kPix));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c0 = 0; c0 < width; c0 += kPix) {
+        const int64_t n = std::min(kPix, width - c0);
+        for (int64_t j = j0; j < j0 + channels; ++j) {
+          float* bj = buf + (j - j0) * kPix;
+          grid_fn(acc + ((j - j0) * rows + r) * stride + c0, stride, bj, 1, 1, n, corr_.data() + j, s_.data() + j,
+                  b_.data() + j, relu_);
+          if (leaky_) leaky_relu_inplace(bj, n, *leaky_);
+        }
+        float* dst = out.y + (b * ohw + p0 + r * width + c0) * m_ + j0;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < channels; ++j) dst[i * m_ + j] = buf[j * kPix + i];
+      }
+    return;
+  }
   if (out.codes == nullptr) {
     grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0, b_.data() + j0,
             relu_);
@@ -416,6 +440,9 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
 void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
   if ((in.x == nullptr) == (in.codes == nullptr)) throw Error("QConv::run: give the input as values or as codes");
+  if (out.channels_last && (out.codes != nullptr || out.y == nullptr))
+    throw Error("QConv::run: a channels-last output is float32 values");
+  out.plane = os[2] * os[3];
   if (out.codes != nullptr && (out.quant == nullptr || out.quant->wide))
     throw Error("QConv::run: output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
   if (in.codes != nullptr && act_.wide)
@@ -424,13 +451,19 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   if (in.codes != nullptr || !(act_.wide || bits)) return run_engine(in, xs, os, out, par, kernel);
   // The paths that rescale a whole int32 output: into float32, quantized afterwards for codes.
   const int64_t n_out = shape_size(os);
-  float* y = out.codes != nullptr ? scratch(t_outf, n_out) : out.y;
+  float* y = out.codes != nullptr || out.channels_last ? scratch(t_outf, n_out) : out.y;
   if (act_.wide) run_wide(in.x, xs, os, y, par, kernel);
   else if (planes_) run_planes(in.x, xs, os, y, par);
   else run_xnor(in.x, xs, os, y, par);
   if (leaky_) leaky_relu_inplace(y, n_out, *leaky_);
   if (out.codes != nullptr) quantize_codes(*out.quant, y, out.codes, n_out);
   if (out.codes != nullptr && out.table != nullptr) map_codes(out.table, out.codes, n_out);
+  if (out.channels_last) {  // planar [N][M][P] -> [N][P][M]
+    const int64_t ohw = os[2] * os[3];
+    for (int64_t b = 0; b < os[0]; ++b)
+      for (int64_t j = 0; j < m_; ++j)
+        for (int64_t p = 0; p < ohw; ++p) out.y[(b * ohw + p) * m_ + j] = y[(b * m_ + j) * ohw + p];
+  }
 }
 
 void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
@@ -519,6 +552,7 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
         engine_in, es, ep,
         [&](int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums) {
           const int64_t j0 = g * mg, rows = y1 - y0;
+          if (out.channels_last) return emit(out, ((b * m_ + j0) * oh + y0) * ow, sums, ow, j0, mg, rows, ow);
           for (int64_t j = j0; j < j0 + mg; ++j)
             emit(out, ((b * m_ + j) * oh + y0) * ow, sums + (j - j0) * rows * ow, ow, j, 1, rows, ow);
         },
@@ -606,6 +640,7 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
       const int64_t ob = b * m_ * ohw + y0 * ow;
       // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> output ob + j * ohw + r * ow + p.
       auto rescale_band = [&](const int32_t* acc, int64_t stride, int64_t j0, int64_t channels) {
+        if (out.channels_last) return emit(out, ob + j0 * ohw, acc, stride, j0, channels, rows, ow);
         for (int64_t j = j0; j < j0 + channels; ++j)
           emit(out, ob + j * ohw, acc + (j - j0) * rows * stride, stride, j, 1, rows, ow);
       };

@@ -113,6 +113,9 @@ class QConv {
     const ActQuant* quant = nullptr;
     // With codes, optional: 256 stored codes; each code c written becomes table[c + 128] (map_codes).
     const int8_t* table = nullptr;
+    // With y only: y is channels-last, [N, OH, OW, M] (the same values at y[((n * OH + i) * OW + k) * M + j]).
+    bool channels_last = false;
+    int64_t plane = 0;  // set by run(): OH * OW
   };
   void run(In in, const Shape& xs, Out out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;

@@ -52,6 +52,10 @@ _TABLE = Attr(
     "per-element ops between this layer and the codes' readers, folded; transforms/integer_code_flow.py)",
 )
 
+_CHANNELS_LAST = Attr("channels_last", AttrType.INT, 0, doc="1: the output is [N, OH, OW, M] (a following Transpose "
+                      "[0, 2, 3, 1] fused; transforms/integer_channels_last.py); QConv without R, pool or "
+                      "depth_to_space only")  # fmt: skip
+
 _LEAKY = Attr(
     "leaky_relu_alpha",
     AttrType.FLOAT,
@@ -91,6 +95,9 @@ def _infer_conv(ctx: onnx.shape_inference.InferenceContext, elem: int = TensorPr
     if bs is not None and bs > 1:  # the fused DepthToSpace
         channels = channels // (bs * bs) if channels is not None else None
         spatial = [v * bs if v is not None else None for v in spatial]
+    if attr(ctx, "channels_last"):
+        set_output(ctx, 0, elem, [x[0], *spatial, channels])
+        return
     set_output(ctx, 0, elem, [x[0], channels, *spatial])
 
 
@@ -154,8 +161,8 @@ def ops() -> list[Op]:
         "a DepthToSpace; with R then Y + R (float32), the relu after that addition."
     )
     return [
-        Op("QConv", conv_doc, conv_ins, out, [*_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT],
-           conv_types, _infer_conv),
+        Op("QConv", conv_doc, conv_ins, out,
+           [*_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT, _CHANNELS_LAST], conv_types, _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
            [*_ACT, *_OUT_ACT, _TABLE, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types,

@@ -2,6 +2,7 @@
 // transform python/ortquant/transforms/lower_integer.py writes them). X float32; W int8 weight codes, S and B
 // float64 per output channel, all three constant initializers; the activation quantizer as act_* attributes.
 // The math is core/integer/qlayer.h; this file only reads attributes, validates and calls it.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -132,6 +133,10 @@ class QConvKernel : public OpKernel {
         throw_error("attributes 'out_act_*': output codes take a quantizer of at most 8 bits, got ",
                     info.attr_int("out_act_bits", 8));
     }
+    channels_last_ = info.attr_bool("channels_last", false);
+    if (channels_last_ && (codes_op || residual_ || ph_ > 1 || pw_ > 1 || bs_ > 1))
+      throw_error("attribute 'channels_last' (a [N, OH, OW, M] output) takes a QConv without output codes, residual "
+                  "R, fused pool or depth_to_space");
     if (info.has_attr("out_table")) {  // each output code c written as out_table[c + 128]
       if (!codes_op) throw_error("attribute 'out_table' belongs to QConvCodes (a map of its int8 output codes)");
       const std::vector<int64_t> t = info.attr_ints("out_table", {});
@@ -158,6 +163,7 @@ class QConvKernel : public OpKernel {
                   ph_, " x ", pw_);
     const bool d2s = bs_ > 1;
     Shape os = pool ? Shape{cs[0], cs[1], cs[2] / ph_, cs[3] / pw_} : cs;
+    if (channels_last_) os = {cs[0], cs[2], cs[3], cs[1]};
     if (d2s) os = {cs[0], cs[1] / (bs_ * bs_), checked_mul(cs[2], bs_, "output height"), checked_mul(cs[3], bs_, "output width")};
     const std::optional<TensorView> r = residual_ ? ctx.input(4) : std::nullopt;
     if (r) {
@@ -179,8 +185,8 @@ class QConvKernel : public OpKernel {
     };
     const gemm::Parallel par = parallel(ctx);
     if (!pool && !d2s && !r) {
-      conv_->run(input_of(0), x.shape, {y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr},
-                 par);
+      conv_->run(input_of(0), x.shape,
+                 {y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr, channels_last_}, par);
       return;
     }
     // The fused max pool or pixel shuffle and the residual add, image by image: the convolution's output (into a
@@ -219,6 +225,7 @@ class QConvKernel : public OpKernel {
   std::optional<integer::ActQuant> r_q_;    // residual_act_*: R given as this quantizer's int8 codes
   std::array<int8_t, 256> table_{};          // out_table (has_table_): the map of the output codes
   bool has_table_ = false;
+  bool channels_last_ = false;  // output [N, OH, OW, M]
 };
 
 // MaxPoolCodes: a MaxPool over int8 codes with non-overlapping windows (kernel_shape == strides, no pads, floor).
@@ -324,6 +331,10 @@ void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {
   }
   for (size_t i = 0; i < y.rank(); ++i)
     if (y.dims[i] < 0 && y.sym[i].empty()) y.sym[i] = InferContext::fresh_dim();
+  if (ctx.attr_int("channels_last", 0) != 0) {  // [N, OH, OW, M]
+    std::rotate(y.dims.begin() + 1, y.dims.begin() + 2, y.dims.end());
+    std::rotate(y.sym.begin() + 1, y.sym.begin() + 2, y.sym.end());
+  }
   ctx.set_output(0, out_type, y);
 }
 

@@ -98,17 +98,18 @@ def _unet(*, leaky: float | None = None, pool_pads: bool = False, extra_output: 
     return _model(nodes, inits, 3, 12, 16, ["y", *(["qa"] if extra_output else [])])
 
 
-def _separable() -> onnx.ModelProto:
-    """x -> Quant -> conv a -> Quant(A, 0.125) -> LeakyRelu(0.1) -> Quant(C, 0.0625) -> conv b -> y."""
+def _separable(bits: int = 4) -> onnx.ModelProto:
+    """x -> Quant -> conv a -> Quant(A, 0.125) -> LeakyRelu(0.1) -> Quant(C, 0.0625) -> conv b -> y; A and C of
+    ``bits`` bits (4: codes in [0, 15], the 16-entry lookup; 6: the 256-entry table)."""
     nodes, inits = [], []
     n, i = _quant("x", "xq", 0.0625)
     cn, ci = _conv("xq", "ya", 3, 8, 5)
     nodes += [n, *cn]
     inits += i + ci
-    n, i = _quant("ya", "qa", 0.125)
+    n, i = _quant("ya", "qa", 0.125, bits)
     nodes += [n, helper.make_node("LeakyRelu", ["qa"], ["la"], name="leaky", alpha=0.1015625)]
     inits += i
-    n, i = _quant("la", "qc", 0.0625)
+    n, i = _quant("la", "qc", 0.0625, bits)
     cn, ci = _conv("qc", "y", 8, 4, 6)
     nodes += [n, *cn]
     inits += i + ci
@@ -166,8 +167,9 @@ def test_unet_block_carries_codes_through_pool_resize_and_concat():
     assert all(a.name != "out_table" for a in conv_a.attribute)  # Quant(A) read as A: the identity
 
 
-def test_leaky_relu_between_quantizers_becomes_a_table():
-    prepared = _check_same_bits(_separable())
+@pytest.mark.parametrize("bits", [4, 6])
+def test_leaky_relu_between_quantizers_becomes_a_table(bits: int):
+    prepared = _check_same_bits(_separable(bits))
     ops = _ops(prepared)
     assert "Quant" not in ops and "LeakyRelu" not in ops
     assert any(a.name == "out_table" for n in prepared.graph.node for a in n.attribute)

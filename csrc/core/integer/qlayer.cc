@@ -141,7 +141,11 @@ void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t 
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(int32_t{codes[i]} + off) * s;
 }
 
-void map_codes(const int8_t* table, int8_t* codes, int64_t n) {
+void map_codes(const int8_t* table, int8_t* codes, int64_t n, bool small) {
+  if (small) {
+    select_isa(&scalar::map_codes16_isa, &avx2::map_codes16_isa, &avx512::map_codes16_isa)(table + 128, codes, n);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) codes[i] = table[static_cast<uint8_t>(codes[i]) ^ 0x80u];
 }
 
@@ -422,7 +426,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
           grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
           if (leaky_) leaky_relu_inplace(buf, n, *leaky_);
           quant(*out.quant, buf, cj + r * width + c0, n);
-          if (out.table != nullptr) map_codes(out.table, cj + r * width + c0, n);
+          if (out.table != nullptr) map_codes(out.table, cj + r * width + c0, n, out.table_small);
         }
       continue;
     }
@@ -432,7 +436,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
       grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
       if (leaky_) leaky_relu_inplace(buf, nr * width, *leaky_);
       quant(*out.quant, buf, cj + r0 * width, nr * width);
-      if (out.table != nullptr) map_codes(out.table, cj + r0 * width, nr * width);
+      if (out.table != nullptr) map_codes(out.table, cj + r0 * width, nr * width, out.table_small);
     }
   }
 }
@@ -457,7 +461,7 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   else run_xnor(in.x, xs, os, y, par);
   if (leaky_) leaky_relu_inplace(y, n_out, *leaky_);
   if (out.codes != nullptr) quantize_codes(*out.quant, y, out.codes, n_out);
-  if (out.codes != nullptr && out.table != nullptr) map_codes(out.table, out.codes, n_out);
+  if (out.codes != nullptr && out.table != nullptr) map_codes(out.table, out.codes, n_out, out.table_small);
   if (out.channels_last) {  // planar [N][M][P] -> [N][P][M]
     const int64_t ohw = os[2] * os[3];
     for (int64_t b = 0; b < os[0]; ++b)

@@ -66,8 +66,9 @@ void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n)
 // What QONNX Quant outputs for the values whose codes these are: y[i] = float32((codes[i] + offset) * scale), the
 // integer codes[i] + offset being q - z exactly.
 void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t n);
-// codes[i] = table[codes[i] + 128] (table: 256 int8 values), in place.
-void map_codes(const int8_t* table, int8_t* codes, int64_t n);
+// codes[i] = table[codes[i] + 128] (table: 256 int8 values), in place. `small`: every code is in [0, 15] (the
+// writer's quantizer says so), so a 16-entry lookup (vpshufb on AVX2) does it.
+void map_codes(const int8_t* table, int8_t* codes, int64_t n, bool small = false);
 
 // A wide quantizer's (ActQuant::wide) byte planes of x[i], i < n: c = (q - z) - offset = 256 * hi[i] + lo[i] + 128.
 void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n);
@@ -113,6 +114,7 @@ class QConv {
     const ActQuant* quant = nullptr;
     // With codes, optional: 256 stored codes; each code c written becomes table[c + 128] (map_codes).
     const int8_t* table = nullptr;
+    bool table_small = false;  // every code `quant` writes lies in [0, 15] (map_codes' `small`)
     // With y only: y is channels-last, [N, OH, OW, M] (the same values at y[((n * OH + i) * OW + k) * M + j]).
     bool channels_last = false;
     int64_t plane = 0;  // set by run(): OH * OW

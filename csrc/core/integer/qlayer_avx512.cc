@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "core/integer/qlayer_kernels.h"
+#include "core/simd.h"
 #include "core/qonnx/quant_kernels.h"
 
 namespace ortquant::integer::avx512 {

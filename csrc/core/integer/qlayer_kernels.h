@@ -16,6 +16,8 @@ ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
 ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu))
+// codes[i] = t16[codes[i]] for codes in [0, 15] (the caller's to ensure): one vpshufb per 32 codes on AVX2.
+ORTQUANT_DECLARE_ISA_FN(void, map_codes16_isa, (const int8_t* t16, int8_t* codes, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa,
                         (const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_wide_isa,

@@ -147,6 +147,8 @@ class QConvKernel : public OpKernel {
         table_[i] = static_cast<int8_t>(t[i]);
       }
       has_table_ = true;
+      const int32_t top = integer::nonneg_max(*out_q_);  // the codes written lie in [0, top] when top >= 0
+      table_small_ = top >= 0 && top <= 15;
     }
   }
 
@@ -186,7 +188,9 @@ class QConvKernel : public OpKernel {
     const gemm::Parallel par = parallel(ctx);
     if (!pool && !d2s && !r) {
       conv_->run(input_of(0), x.shape,
-                 {y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr, channels_last_}, par);
+                 {y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr, table_small_,
+                  channels_last_},
+                 par);
       return;
     }
     // The fused max pool or pixel shuffle and the residual add, image by image: the convolution's output (into a
@@ -209,7 +213,7 @@ class QConvKernel : public OpKernel {
       if (r_codes) integer::dequantize_codes(*r_q_, r->as<int8_t>() + b * out_each, t_resid.data(), out_each);
       if (r) integer::add_residual(yb, r_codes ? t_resid.data() : r->as<float>() + b * out_each, out_each, relu_);
       if (codes_out) integer::quantize_codes(*out_q_, yb, yc + b * out_each, out_each);
-      if (codes_out && has_table_) integer::map_codes(table_.data(), yc + b * out_each, out_each);
+      if (codes_out && has_table_) integer::map_codes(table_.data(), yc + b * out_each, out_each, table_small_);
     }
   }
 
@@ -225,6 +229,7 @@ class QConvKernel : public OpKernel {
   std::optional<integer::ActQuant> r_q_;    // residual_act_*: R given as this quantizer's int8 codes
   std::array<int8_t, 256> table_{};          // out_table (has_table_): the map of the output codes
   bool has_table_ = false;
+  bool table_small_ = false;    // the output codes lie in [0, 15]: map_codes' 16-entry lookup
   bool channels_last_ = false;  // output [N, OH, OW, M]
 };
 

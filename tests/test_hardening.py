@@ -16,6 +16,7 @@ never a crash, a hang, a huge allocation or wrong results), one minimal model pe
 from __future__ import annotations
 
 import ctypes
+import os
 
 import numpy as np
 import onnx
@@ -71,6 +72,17 @@ def _avgpool(strides, pads=(0, 0, 0, 0), kernel=(2, 2), x=None):
         "platform_quant": "luna_quant",
     }
     return make_node_model("AvgPool2dInt", L, [x], attrs=attrs, output_dtypes=[T.INT8])
+
+
+@pytest.mark.skipif(os.environ.get("ORTQUANT_SANITIZED") != "1", reason="only under make test-asan")
+def test_sanitized_run_loads_the_sanitized_library():
+    """make test-asan must test its own build: an ortquant imported from elsewhere (python/, an install) would load
+    a library without AddressSanitizer and the run would check nothing."""
+    from ortquant import _C
+
+    for path in (ortquant.library_path(), _C.__file__):
+        with open(path, "rb") as f:
+            assert b"__asan_init" in f.read(), f"{path} is not the AddressSanitizer build"
 
 
 @pytest.mark.parametrize("strides", [[0, 0], [1, 0], [0, 1], [-1, 1], [1, -(2**63)]])

@@ -15,6 +15,30 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
+def registered_session(m: onnx.ModelProto) -> object:
+    """An onnxruntime session of ``m`` with the library registered by ``ortquant.register``, as a user's would be."""
+    import onnxruntime as ort
+
+    import ortquant
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    ortquant.register(so)
+    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+
+
+def prepared_without(m: onnx.ModelProto, step: str) -> onnx.ModelProto:
+    """``m`` prepared by every step of the integer-mode pipeline but ``step`` (the reference of a step that must keep
+    every output's bits)."""
+    from ortquant import transforms
+
+    opts = transforms.PrepareOptions(integer=True)
+    for t in transforms.PIPELINE:
+        if t.name != step and t.when(opts):
+            m = t.fn(m)
+    return m
+
+
 def init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
     """An initializer ``name`` holding ``v`` as ``dtype``."""
     return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)

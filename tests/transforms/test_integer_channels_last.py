@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from _integer_fixtures import init as _init
+from _integer_fixtures import prepared_without, registered_session
 from onnx import TensorProto, helper
 
 import ortquant
-from ortquant import transforms
 
 Q = "qonnx.custom_op.general"
 
@@ -59,27 +58,12 @@ def _model(c: int, h: int, w: int, m: int, *, k: int = 3, group: int = 1, leaky:
     return mp
 
 
-def _session(m: onnx.ModelProto) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    ortquant.register(so)
-    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-
-
-def _without(m: onnx.ModelProto) -> onnx.ModelProto:
-    opts = transforms.PrepareOptions(integer=True)
-    for t in transforms.PIPELINE:
-        if t.name != "fuse_integer_channels_last" and t.when(opts):
-            m = t.fn(m)
-    return m
-
-
 def _same_bits(m: onnx.ModelProto, batch: int) -> onnx.ModelProto:
     prepared = ortquant.prepare_model(m, integer=True)
     dims = [d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim[1:]]
     x = (np.random.default_rng(5).standard_normal((batch, *dims)) * 0.5).astype(np.float32)
-    want = _session(_without(m)).run(None, {"x": x})
-    got = _session(prepared).run(None, {"x": x})
+    want = registered_session(prepared_without(m, "fuse_integer_channels_last")).run(None, {"x": x})
+    got = registered_session(prepared).run(None, {"x": x})
     api = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})
     for g, a, w in zip(got, api, want, strict=True):
         assert g.shape == w.shape
@@ -124,4 +108,4 @@ def test_channels_last_with_output_codes_is_an_error() -> None:
     conv.attribute.append(helper.make_attribute("out_act_scale", 0.5))
     m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT8
     with pytest.raises(Exception, match="channels_last"):
-        _session(m)
+        registered_session(m)

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from _integer_fixtures import init as _init
+from _integer_fixtures import prepared_without, registered_session
 from onnx import TensorProto, helper
 
 import ortquant
-from ortquant import transforms
 
 Q = "qonnx.custom_op.general"
 
@@ -116,30 +115,14 @@ def _separable(bits: int = 4) -> onnx.ModelProto:
     return _model(nodes, inits, 3, 10, 20, ["y"])
 
 
-def _session(m: onnx.ModelProto) -> ort.InferenceSession:
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    ortquant.register(so)
-    return ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-
-
-def _without_flow(m: onnx.ModelProto) -> onnx.ModelProto:
-    """The model prepared by every step of the integer pipeline but this one."""
-    opts = transforms.PrepareOptions(integer=True)
-    for t in transforms.PIPELINE:
-        if t.name != "flow_integer_codes" and t.when(opts):
-            m = t.fn(m)
-    return m
-
-
 def _check_same_bits(m: onnx.ModelProto, batch: int = 2) -> onnx.ModelProto:
     prepared = ortquant.prepare_model(m, integer=True)
     x = np.random.default_rng(7).standard_normal(
         (batch, *[d.dim_value for d in m.graph.input[0].type.tensor_type.shape.dim[1:]])
     )
     x = (x * 1.5).astype(np.float32)
-    want = _session(_without_flow(m)).run(None, {"x": x})
-    got = _session(prepared).run(None, {"x": x})
+    want = registered_session(prepared_without(m, "flow_integer_codes")).run(None, {"x": x})
+    got = registered_session(prepared).run(None, {"x": x})
     api = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})
     assert len(got) == len(want)
     for g, a, w in zip(got, api, want, strict=True):
@@ -204,7 +187,7 @@ def test_maxpool_codes_rejects_bad_input():
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ortquant.integer", 1)])
     m.ir_version = 10
-    s = _session(m)
+    s = registered_session(m)
     with pytest.raises(Exception, match="smaller than the window"):
         s.run(None, {"x": np.zeros((1, 2, 2, 5), np.int8)})
 
@@ -228,7 +211,7 @@ def test_maxpool_codes_matches_numpy():
         )
         m.ir_version = 10
         x = rng.integers(-128, 128, shape).astype(np.int8)
-        (y,) = _session(m).run(None, {"x": x})
+        (y,) = registered_session(m).run(None, {"x": x})
         n, c, h, w = shape
         oh, ow = h // k[0], w // k[1]
         want = x[:, :, : oh * k[0], : ow * k[1]].reshape(n, c, oh, k[0], ow, k[1]).max((3, 5))

@@ -37,7 +37,7 @@ from onnx import helper
 from ortquant.transforms import _read
 from ortquant.transforms._integer_common import SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, copy_model, set_nodes
-from ortquant.transforms.integer_codes import _ACT_DEFAULTS, _act, _binary_weights, _canonical
+from ortquant.transforms.integer_codes import _ACT_DEFAULTS, _act, _binary_weights, _canonical, rename_codes
 from ortquant.transforms.lower_integer import _activation, _Graph
 
 INTEGER_DOMAIN = "ortquant.integer"
@@ -260,18 +260,18 @@ def flow_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         return sources, steps, sorted(sinks), values
 
     done: set[int] = set()
-    plans: list[tuple[dict[int, int], set[int], dict[int, np.ndarray | None], dict[str, object], set[str]]] = []
+    plans: list[tuple[dict[int, int], set[int], dict[int, np.ndarray | None], set[str]]] = []
     for i, n in enumerate(nodes):
         if not is_quant(n) or i in done or source_of(i) is None:
             continue
         try:
             sources, steps, sinks, values = region(i)
             done.update(sources)
-            plan = _plan(nodes, sources, steps, sinks, values, quantizer, inits)
+            tables = _tables(nodes, sources, steps, sinks, quantizer, inits)
         except _NoRegionError:
             done.add(i)
             continue
-        plans.append((sources, steps, plan[0], plan[1], values))
+        plans.append((sources, steps, tables, values))
     if not plans:
         return original
 
@@ -280,7 +280,7 @@ def flow_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     drop: set[int] = set()
     stale: set[str] = set()
     alias: dict[str, str] = {}  # a dropped per-element step's output -> its input
-    for sources, steps, tables, _c, values in plans:
+    for sources, steps, tables, values in plans:
         for q, conv in sources.items():
             n = new_nodes[conv]
             n.op_type = "QConvCodes"
@@ -313,17 +313,7 @@ def flow_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         m.input[:] = [resolve(v) if v else v for v in m.input]
     live = {v for m in new_nodes for v in m.output}
     stale = {v for v in stale if v in live}
-    used = {v for m in new_nodes for v in [*m.input, *m.output]} | {t.name for t in out.graph.initializer}
-    renamed: dict[str, str] = {}
-    for v in sorted(stale):
-        k = 0
-        while f"{v}__codes{k or ''}" in used:
-            k += 1
-        renamed[v] = f"{v}__codes{k or ''}"
-        used.add(renamed[v])
-    for m in new_nodes:
-        m.input[:] = [renamed.get(v, v) for v in m.input]
-        m.output[:] = [renamed.get(v, v) for v in m.output]
+    rename_codes(new_nodes, stale, out.graph)
     set_nodes(out.graph, new_nodes, stale | set(alias))
     # The dropped Quants' parameters, now read by no node.
     read = {v for m in new_nodes for v in m.input} | {o.name for o in out.graph.output}
@@ -335,16 +325,15 @@ def flow_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def _plan(
+def _tables(
     nodes: list[onnx.NodeProto],
     sources: dict[int, int],
     steps: set[int],
     sinks: list[tuple[int, int]],
-    values: set[str],
     quantizer: object,
     inits: dict[str, onnx.TensorProto],
-) -> tuple[dict[int, np.ndarray | None], dict[str, object]]:
-    """({source Quant: its table (None: the identity)}, the readers' quantizer C) for a region, or _NoRegionError."""
+) -> dict[int, np.ndarray | None]:
+    """{source Quant: its table (None: the identity)} of a region, or _NoRegionError."""
     if not sinks:
         raise _NoRegionError("no layer reads the values")
     acts = [_canonical(_act(nodes[j])) for j, _ in sinks]
@@ -408,7 +397,7 @@ def _plan(
         table = np.zeros(256, dtype=np.int64)
         table[stored + 128] = codes
         tables[q] = table
-    return tables, c
+    return tables
 
 
 __all__ = ["flow_integer_codes"]

@@ -195,20 +195,25 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
                         helper.make_attribute(name.replace("act_", "residual_act_", 1), value)
                     )
     new_nodes = [m for k, m in enumerate(new_nodes) if k not in drop]
-    # The values that now hold codes get names of their own (a declaration of the float32 value would contradict).
-    used = {v for n in new_nodes for v in [*n.input, *n.output]} | {t.name for t in out.graph.initializer}
+    rename_codes(new_nodes, stale, out.graph)
+    set_nodes(out.graph, new_nodes, stale)
+    return out
+
+
+def rename_codes(nodes: list[onnx.NodeProto], values: set[str], graph: onnx.GraphProto) -> None:
+    """Give the ``values`` that now hold int8 codes names of their own (``<name>__codes``, a free name) in ``nodes``:
+    a declaration of the float32 value they held would contradict them."""
+    used = {v for n in nodes for v in [*n.input, *n.output]} | {t.name for t in graph.initializer}
     renamed: dict[str, str] = {}
-    for v in sorted(stale):
+    for v in sorted(values):
         k = 0
         while f"{v}__codes{k or ''}" in used:
             k += 1
         renamed[v] = f"{v}__codes{k or ''}"
         used.add(renamed[v])
-    for n in new_nodes:
+    for n in nodes:
         n.input[:] = [renamed.get(v, v) for v in n.input]
         n.output[:] = [renamed.get(v, v) for v in n.output]
-    set_nodes(out.graph, new_nodes, stale)
-    return out
 
 
-__all__ = ["fuse_integer_codes"]
+__all__ = ["fuse_integer_codes", "rename_codes"]

@@ -116,7 +116,8 @@ ISAS_TESTS ?= tests/qonnx/test_quant.py tests/qonnx/test_quant_pow2.py tests/qon
   tests/qonnx/test_multithreshold.py tests/qonnx/test_xnorpopcount.py tests/qonnx/test_maxpoolnhwc.py \
   tests/qonnx/test_quantavgpool2d.py tests/qonnx/test_long_rows.py tests/ngraph/test_quantize.py \
   tests/ngraph/test_dequantize.py \
-  tests/integer/test_qlayer.py tests/integer/test_models_integer.py tests/linger/test_activation.py \
+  tests/integer/test_qlayer.py tests/integer/test_rescale_codes.py tests/integer/test_models_integer.py \
+  tests/linger/test_activation.py \
   tests/linger/test_elementwise.py tests/linger/test_gemm.py tests/linger/test_linear.py tests/linger/test_conv.py \
   tests/linger/test_conv_grid.py tests/linger/test_conv_quads.py tests/integer/test_qconv_quads.py \
   tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_codes.py \
@@ -150,7 +151,8 @@ ASAN_BUILD ?= build-asan
 ASAN_TESTS ?= tests/test_hardening.py tests/test_lifecycle.py tests/test_library.py tests/linger/test_conformance.py \
   tests/linger/test_matrix_conformance.py tests/linger/test_errors.py tests/linger/test_conv.py \
   tests/qonnx/test_im2col.py tests/qonnx/test_trunc.py tests/ngraph/test_dequantize.py tests/fuzz/test_fuzz.py \
-  tests/qonnx/test_wide_params.py tests/integer/test_qlayer.py tests/linger/test_convtranspose.py \
+  tests/qonnx/test_wide_params.py tests/integer/test_qlayer.py tests/integer/test_rescale_codes.py \
+  tests/linger/test_convtranspose.py \
   tests/integer/test_qconv_quads.py tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_residual.py \
   tests/transforms/test_integer_depth_to_space.py tests/transforms/test_integer_codes.py \
   tests/transforms/test_integer_leaky_relu.py tests/transforms/test_integer_code_flow.py

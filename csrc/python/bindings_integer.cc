@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,8 @@ namespace {
 using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
 using F64 = py::array_t<double, py::array::c_style | py::array::forcecast>;
 using I8 = py::array_t<int8_t, py::array::c_style | py::array::forcecast>;
+using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 
 integer::ActQuant act_of(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow,
                          const std::string& mode, bool bipolar) {
@@ -59,6 +63,34 @@ void register_integer(py::module_& m) {
       },
       py::arg("x"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"), py::arg("signed"), py::arg("narrow"),
       py::arg("rounding_mode"), py::arg("bipolar"));
+  m.def(
+      "rescale_codes",
+      [](const I32& acc, int64_t width, const I64& corr, const F64& s, const F64& b, const I64& bound, bool relu,
+         std::optional<float> leaky, float scale, float zeropt, int64_t bits, bool is_signed, bool narrow,
+         const std::string& mode, bool nonneg) {
+        if (acc.ndim() != 3) throw Error("acc must be 3-D [channels, rows, stride]");
+        const int64_t channels = acc.shape(0), rows = acc.shape(1), stride = acc.shape(2);
+        if (width < 0 || width > stride) throw Error("width must be in [0, stride]");
+        for (const auto* v : {static_cast<const py::array*>(&corr), static_cast<const py::array*>(&s),
+                              static_cast<const py::array*>(&b), static_cast<const py::array*>(&bound)})
+          if (v->ndim() != 1 || v->shape(0) != channels) throw Error("corr, s, b and bound need one value a channel");
+        for (int64_t j = 0; j < channels; ++j)
+          for (int64_t i = 0; i < rows * stride; ++i) {
+            const int64_t v = acc.data()[j * rows * stride + i];
+            if ((v < 0 ? -v : v) > bound.data()[j]) throw Error("an |acc| exceeds its channel's bound");
+          }
+        integer::ActQuant q = act_of(scale, zeropt, bits, is_signed, narrow, mode, false);
+        if (nonneg) q = integer::nonneg_codes(q);
+        if (leaky && !std::isfinite(*leaky)) throw Error("leaky must be finite");
+        py::array_t<int8_t> out({channels, rows, width});
+        integer::rescale_codes(acc.data(), stride, out.mutable_data(), channels, rows, width, corr.data(), s.data(),
+                               b.data(), bound.data(), relu, leaky, q);
+        return py::make_tuple(out, q.offset);
+      },
+      py::arg("acc"), py::arg("width"), py::arg("corr"), py::arg("s"), py::arg("b"), py::arg("bound"),
+      py::arg("relu"), py::arg("leaky"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"), py::arg("signed"),
+      py::arg("narrow"), py::arg("rounding_mode"), py::arg("nonneg") = false,
+      "Codes of rescaled int32 sums (integer::rescale_codes): acc [channels, rows, stride], the first width columns.");
   m.def(
       "qgemm",
       [](const F32& x, const I8& w, const F64& s, const F64& b, float scale, float zeropt, int64_t bits,

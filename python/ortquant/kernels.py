@@ -357,6 +357,37 @@ def integer_codes(x: np.ndarray, **act: object) -> tuple[np.ndarray, int]:
     return _C.integer_codes(np.asarray(x, dtype=np.float32), **_act_args(act))
 
 
+def rescale_codes(
+    acc: np.ndarray,
+    corr: np.ndarray,
+    s: np.ndarray,
+    b: np.ndarray,
+    bound: np.ndarray,
+    width: int | None = None,
+    relu: bool = False,
+    leaky: float | None = None,
+    nonneg: bool = False,
+    **act: object,
+) -> tuple[np.ndarray, int]:
+    """Integer mode's codes epilogue: the int8 codes of rescaled int32 sums, and the quantizer's offset.
+
+    ``acc`` [channels, rows, stride] int32 (the first ``width`` columns are read; all by default), ``corr``, ``s``,
+    ``b`` and ``bound`` one value per channel: the codes of ``y = float32(float64(acc + corr) * s + b)`` (after a fused
+    Relu, or a LeakyRelu of slope ``leaky``) under the quantizer ``act`` (as :func:`integer_codes`; ``nonneg``: its
+    non-negative code form, as a layer's input quantizer stores it), as ``[channels, rows, width]``. Every ``|acc|`` of
+    channel j must be at most ``bound[j]`` (an error otherwise). The SIMD paths compute most codes in float32 and
+    the rest with the exact formula; the result is the same on every path.
+    """
+    acc = np.asarray(acc, dtype=np.int32)
+    args = _act_args(act)
+    del args["bipolar"]
+    return _C.rescale_codes(
+        acc, acc.shape[-1] if width is None else width, np.asarray(corr, dtype=np.int64),
+        np.asarray(s, dtype=np.float64), np.asarray(b, dtype=np.float64), np.asarray(bound, dtype=np.int64), relu,
+        leaky, nonneg=nonneg, **args,
+    )  # fmt: skip
+
+
 def qgemm(
     x: np.ndarray,
     w: np.ndarray,

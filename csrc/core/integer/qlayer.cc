@@ -41,6 +41,124 @@ std::vector<int64_t> row_sums(const int8_t* w, int64_t n, int64_t k) {
   return s;
 }
 
+// sum_k |w[j * k + i]| * 128 per row j: a bound on |acc_j|, the engine's sum of stored int8 codes times weights.
+std::vector<int64_t> acc_bounds(const int8_t* w, int64_t n, int64_t k) {
+  std::vector<int64_t> s(static_cast<size_t>(n), 0);
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t t = 0;
+    for (int64_t i = 0; i < k; ++i) t += w[j * k + i] < 0 ? -int64_t{w[j * k + i]} : int64_t{w[j * k + i]};
+    s[static_cast<size_t>(j)] = checked_mul(t, 128);
+  }
+  return s;
+}
+
+// rescale_codes_isa's coefficients of one channel (CodesFast), for the quantizer q of the values
+// y = float32(double(acc + corr) * s + b), |acc| <= bound. The real value the quantizer rounds is
+// Q = (acc + corr) * s / S + b / S + z (S = q.scale); with shift, Q + shift = acc * a + c for a = s / S and
+// c = (corr * s + b) / S + z + shift. The reference's value differs from Q by its three float32 roundings (y, y / S,
+// + z: 2^-24 of |Y| = |Q - z|, |Y| and |Q|) and its float64 ones (2^-52 of |c0| + |c1| + A, c0 = corr * s / S,
+// c1 = b / S, A = bound |a|). The vector loop's u differs from Q + shift by 2^-24 of 2 |u| (the two roundings after
+// the exact products, acc exact in float32 below 2^24, else 2^-24 A more) and 2^-46 (A + |c|) (the split
+// coefficients' remainders). Where it matters, floor(u) in [lo - 1, hi], |u| and |Q| are at most
+// U = max(|lo|, |hi|) + 2 and |Y| at most U + |z|; the sum is below 2^-21 (U + |z| + 1) + 2^-45 (A + |c| + |c0| + |c1|)
+// (+ 2^-23 A). e is twice that, plus 2^-22 for u - floor(u) in float32. The modes whose boundaries depend on the sign
+// (toward zero, away from zero, QONNX UP) get e = 2: every value takes the exact formula.
+// The exponent of the lowest set bit of finite x != 0: x is an odd integer times 2^lowest_bit(x).
+int lowest_bit(double x) {
+  int e;
+  const double m = std::frexp(std::fabs(x), &e);  // x = m 2^e, m in [0.5, 1)
+  const auto bits = static_cast<uint64_t>(std::ldexp(m, 53));  // the 53-bit significand, exactly
+  return e - 53 + __builtin_ctzll(bits);
+}
+
+// Whether every value of one side of the channel is exact in both computations (codes_fast_coeffs): S a power of
+// two 2^k; y = V * s + b (V = acc + corr) exact in float32, a multiple of 2^g0 (g0: the lowest bit of s and b) below
+// 2^(23 + g0); for the LeakyRelu's side (alpha != 1) alpha * y also exact, a multiple of 2^g (g = g0 + the lowest bit
+// of alpha) below 2^(23 + g); so / S and + z exact (multiples of 2^min(g - k, 0) below 2^(23 + min(g - k, 0))); the
+// side's a and c (CodesFast) exact in float32 and fma(acc, a, c) exact (multiples of 2^h, h = min(g - k, -1), below
+// 2^(23 + h)). Then the reference's value and u are both the side's q + shift exactly.
+bool exact_side(const ActQuant& q, double s, double b, int64_t corr, int64_t bound, double alpha, float a, float a_lo,
+                float c, float c_lo) {
+  int k;
+  if (std::frexp(q.scale, &k) != 0.5 || s == 0.0 || alpha == 0.0 || a_lo != 0.f || c_lo != 0.f ||
+      bound >= (int64_t{1} << 24))
+    return false;
+  k -= 1;  // S = 2^k
+  const int g0 = b == 0.0 ? lowest_bit(s) : std::min(lowest_bit(s), lowest_bit(b));
+  const double m0 = (static_cast<double>(bound) + std::fabs(static_cast<double>(corr))) * std::fabs(s) + std::fabs(b);
+  if (g0 < -200 || g0 > 100 || !(m0 < std::ldexp(1.0, 23 + g0))) return false;
+  const int g = alpha == 1.0 ? g0 : g0 + lowest_bit(alpha);
+  const double m = std::fabs(alpha) * m0;
+  if (g - k < -100 || !(m < std::ldexp(1.0, 23 + g))) return false;
+  const int h0 = std::min(g - k, 0), h = std::min(g - k, -1);
+  return m / q.scale + std::fabs(q.zeropt) < std::ldexp(1.0, 23 + h0) &&
+         static_cast<double>(bound) * std::fabs(static_cast<double>(a)) + std::fabs(static_cast<double>(c)) + 1.0 <
+             std::ldexp(1.0, 23 + h);
+}
+
+// The coefficients of k * Q + shift (k = 1, or the LeakyRelu's alpha for the values below 0) and their bound e;
+// false where the vector loop cannot take them.
+bool fast_side(const ActQuant& q, double s, double b, int64_t corr, int64_t bound, double k, double shift, float* a_hi,
+               float* a_lo, float* c_hi, float* c_lo, float* e_out) {
+  const double S = q.scale, z = q.zeropt;
+  const double a = k * s / S, c0 = k * static_cast<double>(corr) * s / S, c1 = k * b / S, c = c0 + c1 + z + shift;
+  const double A = static_cast<double>(bound) * std::fabs(a);
+  if (!std::isfinite(a) || !std::isfinite(c) || !(A + std::fabs(c) < 0x1p22)) return false;
+  const double U = std::max(std::fabs(q.lo), std::fabs(q.hi)) + 2.0;
+  double e = 0x1p-20 * (U + std::fabs(z) + 1.0) + 0x1p-44 * (A + std::fabs(c) + std::fabs(c0) + std::fabs(c1)) +
+             0x1p-22;
+  if (bound >= (int64_t{1} << 24)) e += 0x1p-22 * A;
+  if (!(e < 0.25)) return false;
+  *a_hi = static_cast<float>(a);
+  *a_lo = static_cast<float>(a - static_cast<double>(*a_hi));
+  *c_hi = static_cast<float>(c);
+  *c_lo = static_cast<float>(c - static_cast<double>(*c_hi));
+  *e_out = static_cast<float>(e);
+  return true;
+}
+
+CodesFast codes_fast_coeffs(const ActQuant& q, double s, double b, int64_t corr, int64_t bound,
+                            std::optional<float> leaky) {
+  CodesFast f;
+  double shift;
+  CodesFast::Tie tie = CodesFast::kNone;  // what an exact channel does on a boundary
+  switch (q.mode) {
+    case RoundMode::kFloor: shift = 0.0; break;
+    case RoundMode::kCeil: shift = 1.0, tie = CodesFast::kDown; break;
+    case RoundMode::kHalfEven: shift = 0.5, tie = CodesFast::kEven; break;
+    case RoundMode::kHalfAway: case RoundMode::kQonnxHalfUp: shift = 0.5, tie = CodesFast::kAway; break;
+    case RoundMode::kHalfTowardZero: case RoundMode::kQonnxHalfDown: shift = 0.5, tie = CodesFast::kTowardZero; break;
+    case RoundMode::kHalfUp: shift = 0.5; break;
+    case RoundMode::kHalfDown: shift = 0.5, tie = CodesFast::kDown; break;
+    default: return f;
+  }
+  if (q.bipolar || q.wide) return f;
+  CodesFast t;
+  if (!fast_side(q, s, b, corr, bound, 1.0, shift, &t.a, &t.a_lo, &t.c, &t.c_lo, &t.e)) return f;
+  if (leaky && !fast_side(q, s, b, corr, bound, static_cast<double>(*leaky), shift, &t.n_a, &t.n_a_lo, &t.n_c,
+                          &t.n_c_lo, &t.n_e))
+    return f;
+  t.relu_at = static_cast<float>(static_cast<double>(q.zeropt) + shift);
+  if (exact_side(q, s, b, corr, bound, 1.0, t.a, t.a_lo, t.c, t.c_lo)) {
+    t.e = 0.f, t.tie = tie;
+    t.cq = static_cast<float>(static_cast<double>(t.c) - shift);  // exact: a multiple of 2^-1 below 2^22
+    const bool neg_exact =
+        leaky && exact_side(q, s, b, corr, bound, static_cast<double>(*leaky), t.n_a, t.n_a_lo, t.n_c, t.n_c_lo);
+    if (neg_exact) t.n_e = 0.f, t.n_cq = static_cast<float>(static_cast<double>(t.n_c) - shift);
+    if (!leaky || neg_exact) {
+      switch (q.mode) {
+        case RoundMode::kHalfEven: t.exact = 1; break;
+        case RoundMode::kFloor: t.exact = 2; break;
+        case RoundMode::kCeil: t.exact = 3; break;
+        case RoundMode::kHalfUp: t.exact = 4; break;
+        case RoundMode::kHalfDown: t.exact = 5; break;
+        default: break;
+      }
+    }
+  }
+  return t;
+}
+
 void check_channel_params(const std::vector<double>& s, const std::vector<double>& b, int64_t n) {
   if (static_cast<int64_t>(s.size()) != n || static_cast<int64_t>(b.size()) != n)
     throw Error("the per-channel scale and bias must have " + std::to_string(n) + " values, got " +
@@ -248,6 +366,7 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
+  acc_bound_ = acc_bounds(w, m, k);
   if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, m, a.group, cg, a.kh * a.kw, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(m), 0);
   if (xnor_ && planes_ > 0) {  // the padding code -offset (a = 0) as bit planes over the group's channels
@@ -371,6 +490,20 @@ void QConv::set_leaky_relu(float alpha) {
   if (!std::isfinite(alpha)) throw Error("the LeakyRelu's alpha must be finite, got " + std::to_string(alpha));
   if (relu_) throw Error("a layer with a fused Relu cannot also take a LeakyRelu");
   leaky_ = alpha;
+  if (out_q_) set_output_quant(*out_q_);  // the coefficients depend on it
+}
+
+namespace {
+bool same_quant(const ActQuant& x, const ActQuant& y) {
+  return x.scale == y.scale && x.zeropt == y.zeropt && x.lo == y.lo && x.hi == y.hi && x.bipolar == y.bipolar &&
+         x.mode == y.mode && x.offset == y.offset && x.wide == y.wide;
+}
+}  // namespace
+
+void QConv::set_output_quant(const ActQuant& q) {
+  if (q.wide) throw Error("output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
+  out_fast_ = codes_fast(q, corr_.data(), s_.data(), b_.data(), acc_bound_.data(), leaky_, m_);
+  out_q_ = q;
 }
 
 namespace {
@@ -379,6 +512,53 @@ void leaky_relu_inplace(float* y, int64_t n, float alpha) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= 0.f ? y[i] : alpha * y[i];
 }
 }  // namespace
+
+std::vector<CodesFast> codes_fast(const ActQuant& q, const int64_t* corr, const double* s, const double* b,
+                                  const int64_t* bound, std::optional<float> leaky, int64_t n) {
+  std::vector<CodesFast> f(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) f[static_cast<size_t>(j)] = codes_fast_coeffs(q, s[j], b[j], corr[j], bound[j], leaky);
+  return f;
+}
+
+void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows, int64_t width,
+                   const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
+                   std::optional<float> leaky, const ActQuant& q, const CodesFast* fast) {
+  if (q.wide) throw Error("rescale_codes: 9- to 16-bit quantizers have no int8 codes");
+  if (relu && leaky) throw Error("rescale_codes: a Relu and a LeakyRelu on the same values");
+  const auto codes_fn = select_isa(&scalar::rescale_codes_isa, &avx2::rescale_codes_isa, &avx512::rescale_codes_isa);
+  if (!q.bipolar && codes_fn != &scalar::rescale_codes_isa) {  // the vector loop where the path has one
+    std::vector<CodesFast> own;
+    if (fast == nullptr) own = codes_fast(q, corr, s, b, bound, leaky, channels), fast = own.data();
+    if (codes_fn(acc, stride, codes, channels, rows, width, corr, s, b, relu, leaky ? &*leaky : nullptr, q, fast))
+      return;
+  }
+  // The exact formula: pieces of rows rescaled into an L1 buffer, then quantized.
+  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
+  constexpr int64_t kBuf = 2048;
+  alignas(32) float buf[kBuf];
+  for (int64_t j = 0; j < channels; ++j) {
+    const int32_t* aj = acc + j * rows * stride;
+    int8_t* cj = codes + j * rows * width;
+    if (width > kBuf) {  // a row longer than the buffer: pieces of it
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c0 = 0; c0 < width; c0 += kBuf) {
+          const int64_t n = std::min(kBuf, width - c0);
+          grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr + j, s + j, b + j, relu);
+          if (leaky) leaky_relu_inplace(buf, n, *leaky);
+          quant(q, buf, cj + r * width + c0, n);
+        }
+      continue;
+    }
+    const int64_t per = kBuf / width;  // whole rows per piece
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+      const int64_t nr = std::min(per, rows - r0);
+      grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr + j, s + j, b + j, relu);
+      if (leaky) leaky_relu_inplace(buf, nr * width, *leaky);
+      quant(q, buf, cj + r0 * width, nr * width);
+    }
+  }
+}
 
 void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
                  int64_t rows, int64_t width) const {
@@ -413,32 +593,10 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
     if (leaky_) leaky_relu_inplace(out.y + at, channels * rows * width, *leaky_);  // the rows just written
     return;
   }
-  const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
-  constexpr int64_t kBuf = 2048;
-  alignas(32) float buf[kBuf];
-  for (int64_t j = j0; j < j0 + channels; ++j) {
-    const int32_t* aj = acc + (j - j0) * rows * stride;
-    int8_t* cj = out.codes + at + (j - j0) * rows * width;
-    if (width > kBuf) {  // a row longer than the buffer: pieces of it
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c0 = 0; c0 < width; c0 += kBuf) {
-          const int64_t n = std::min(kBuf, width - c0);
-          grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
-          if (leaky_) leaky_relu_inplace(buf, n, *leaky_);
-          quant(*out.quant, buf, cj + r * width + c0, n);
-          if (out.table != nullptr) map_codes(out.table, cj + r * width + c0, n, out.table_small);
-        }
-      continue;
-    }
-    const int64_t per = kBuf / width;  // whole rows per piece
-    for (int64_t r0 = 0; r0 < rows; r0 += per) {
-      const int64_t nr = std::min(per, rows - r0);
-      grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
-      if (leaky_) leaky_relu_inplace(buf, nr * width, *leaky_);
-      quant(*out.quant, buf, cj + r0 * width, nr * width);
-      if (out.table != nullptr) map_codes(out.table, cj + r0 * width, nr * width, out.table_small);
-    }
-  }
+  const bool pre = out_q_ && same_quant(*out_q_, *out.quant);
+  rescale_codes(acc, stride, out.codes + at, channels, rows, width, corr_.data() + j0, s_.data() + j0,
+                b_.data() + j0, acc_bound_.data() + j0, relu_, leaky_, *out.quant, pre ? out_fast_.data() + j0 : nullptr);
+  if (out.table != nullptr) map_codes(out.table, out.codes + at, channels * rows * width, out.table_small);
 }
 
 void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm::Kernel kernel) const {

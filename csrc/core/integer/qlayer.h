@@ -82,6 +82,41 @@ void rescale_wide(const int32_t* acc_h, const int32_t* acc_l, float* out, int64_
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
              const double* s, const double* b, bool relu = false);
 
+// One output channel's coefficients for rescale_codes_isa's vector loop (codes_fast()):
+// u = fma(acc, a, c) + fma(acc, a_lo, c_lo) (acc as float32; a + a_lo and c + c_lo: float64 coefficients split into
+// two float32 parts) approximates q + shift, where q = x / s + z is the real value the quantizer rounds (before
+// clamping) and shift moves its rounding boundaries to the integers (0.5 for the nearest modes, 0 for floor, 1 for
+// ceil), within e wherever it matters (|u| <= max(|lo|, |hi|) + 2). A value within e of an integer takes the exact
+// formula; e >= 1 makes every value do. relu_at = z + shift, the u of the value 0.
+// An exact channel (e = 0: power-of-two quantizer scale and coefficients whose every value is exact in float32) has
+// u = q + shift exactly, so u an integer is a tie of the rounding mode, resolved by `tie` (floor(u) - 1 when the mode
+// rounds it down). With a fused LeakyRelu, the values below 0 (u < relu_at) take the second set: n_a, n_a_lo, n_c,
+// n_c_lo (alpha times the first, with z + shift) within n_e (0: exact as well); a value within e of relu_at takes
+// the exact formula. For the modes `exact` names (1 half-even, 2 floor, 3 ceil, 4 half-up, 5 half-down) on a channel
+// exact on every side, the loop rounds q = fma(acc, a, cq) (or fma(acc, n_a, n_cq) below z; cq = c - shift) by the
+// mode itself instead.
+struct CodesFast {
+  enum Tie : uint8_t { kNone, kDown, kEven, kAway, kTowardZero };  // kNone: ties round up (or no boundary)
+  float a = 0.f, a_lo = 0.f, c = 0.f, c_lo = 0.f, e = 2.f, relu_at = 0.f, cq = 0.f;
+  float n_a = 0.f, n_a_lo = 0.f, n_c = 0.f, n_c_lo = 0.f, n_e = 2.f, n_cq = 0.f;
+  Tie tie = kNone;
+  uint8_t exact = 0;
+};
+// The coefficients of channels j < n for the quantizer q of the values of rescale_codes() below (bound, relu and
+// leaky as there); a channel the vector loop cannot take gets e = 2.
+std::vector<CodesFast> codes_fast(const ActQuant& q, const int64_t* corr, const double* s, const double* b,
+                                  const int64_t* bound, std::optional<float> leaky, int64_t n);
+// The codes of rescaled sums, as rescale() then quantize_codes(q) would write them, from a grid of int32 sums:
+// codes[(j * rows + r) * width + p] is the code of y = float32(double(acc[(j * rows + r) * stride + p] + corr[j]) *
+// s[j] + b[j]), after a fused relu (y < 0 ? 0 : y) or leaky (y >= 0 ? y : float32(alpha * y)). Every |acc| of channel
+// j must be at most bound[j] (QConv: 128 * sum |w_j|). The AVX2 and AVX-512 paths compute most codes in float32 from
+// per-channel coefficients and take the exact formula for every group of 8 values one of which lies near a rounding
+// boundary (rescale_codes_isa); the scalar path, a LeakyRelu, the bipolar quantizer and the rounding modes toward
+// zero, away from zero and QONNX UP take the exact formula throughout. Same bits on every path.
+// fast: codes_fast() of these channels (computed here when null).
+void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows, int64_t width,
+                   const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
+                   std::optional<float> leaky, const ActQuant& q, const CodesFast* fast = nullptr);
 // The float-exact backend (QuantCodes / Rescale ops around onnxruntime's own float Conv / Gemm / MatMul): the
 // integer values q - z as float32, and the rescale of integer-valued float32 sums. Exact when every partial sum
 // is an integer below 2^24 in magnitude (the transform checks K * max|a| * max|w| < 2^24).
@@ -130,6 +165,9 @@ class QConv {
   // A standard LeakyRelu on the output, fused: y = y >= 0 ? y : float32(alpha * y), after the rescale (the layer
   // must have no relu). Set before the first run.
   void set_leaky_relu(float alpha);
+  // The quantizer of the codes run() will write (Out::quant): the codes epilogue's per-channel coefficients
+  // (codes_fast) computed once here instead of in every run. Optional; set before the first run.
+  void set_output_quant(const ActQuant& q);
   // True for a binary-weight layer on the bit kernels: run() with kernel kAuto takes them. bit_planes(): 0 for
   // XNOR-popcount (bipolar activation), 1 or 2 for bit-serial.
   bool uses_xnor() const { return xnor_.has_value(); }
@@ -142,8 +180,11 @@ class QConv {
   ActQuant act_;
   std::vector<double> s_, b_;
   std::vector<int64_t> corr_;
+  std::vector<int64_t> acc_bound_;  // per channel: 128 * sum |w|, a bound on the engine's |acc| (codes epilogue)
   bool relu_;
   std::optional<float> leaky_;  // set_leaky_relu
+  std::optional<ActQuant> out_q_;  // set_output_quant, with its coefficients out_fast_
+  std::vector<CodesFast> out_fast_;
   conv::Conv2d conv_;
   // The binary-weight layer's weight bits: run() with kernel kAuto takes the bit kernels (xnor.h); a forced engine
   // kernel still runs the int8 engine (tests compare the two). planes_: 0 = XNOR-popcount, else bit-serial planes.

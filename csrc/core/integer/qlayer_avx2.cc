@@ -1,6 +1,7 @@
 // Integer-mode layer loops compiled for the avx2 path (flags chosen by this file's name in CMakeLists.txt).
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/integer/qlayer_kernels.h"
 #include "core/simd.h"

@@ -132,6 +132,7 @@ class QConvKernel : public OpKernel {
       if (out_q_->wide)
         throw_error("attributes 'out_act_*': output codes take a quantizer of at most 8 bits, got ",
                     info.attr_int("out_act_bits", 8));
+      conv_->set_output_quant(*out_q_);
     }
     channels_last_ = info.attr_bool("channels_last", false);
     if (channels_last_ && (codes_op || residual_ || ph_ > 1 || pw_ > 1 || bs_ > 1))

@@ -1,0 +1,151 @@
+"""Integer mode's codes epilogue (integer::rescale_codes) against the numpy reference, bit for bit, on every ISA path.
+
+A QConvCodes layer turns its int32 sums straight into the next quantizer's int8 codes. The SIMD paths compute most
+codes in float32 from per-channel coefficients, take the exact formula for values within the error bound of a
+rounding boundary, and resolve the ties of power-of-two channels exactly; the reference here is the formula itself
+(numpy float64 rescale, float32 LeakyRelu, then QONNX Quant's steps in float32), written independently of the C++.
+The cases aim at the boundaries: sums placed on and next to the values where the code changes, dense ranges of
+sums on power-of-two scales (every tie of the mode), every rounding mode, Relu and LeakyRelu (dyadic and not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ortquant import kernels
+from ortquant.reference import integer as ref
+from ortquant.reference.qonnx import ROUNDING_MODES
+
+F32 = np.float32
+ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    kernels.set_isa(request.param)
+    yield request.param
+    kernels.set_isa("")
+
+
+def _reference(acc, corr, s, b, relu, leaky, act, offset):
+    v = ref.rescale(acc.astype(np.int64) + corr[:, None, None], s, b, axis=0, relu=relu)
+    if leaky is not None:
+        v = np.where(v >= F32(0), v, F32(leaky) * v).astype(F32)
+    return ref.act_codes(v, **act) - offset
+
+
+def _check(acc, corr, s, b, relu, leaky, act, nonneg=False, width=None):
+    bound = np.abs(acc.astype(np.int64)).reshape(acc.shape[0], -1).max(axis=1) + 3
+    codes, offset = kernels.rescale_codes(acc, corr, s, b, bound, width=width, relu=relu, leaky=leaky,
+                                          nonneg=nonneg, **act)  # fmt: skip
+    w = acc.shape[2] if width is None else width
+    want = _reference(acc[:, :, :w], corr, s, b, relu, leaky, act, offset)
+    assert codes.shape == want.shape
+    bad = np.argwhere(codes.astype(np.int64) != want)
+    assert bad.size == 0, (
+        f"{len(bad)} codes differ, first at {tuple(bad[0])}: {codes[tuple(bad[0])]} != {want[tuple(bad[0])]}"
+    )
+
+
+QUANTS = [
+    # bits, signed, narrow, zeropt
+    (8, True, False, 0.0),
+    (8, False, False, 0.0),
+    (4, True, False, 0.0),
+    (6, False, False, 0.0),
+    (3, True, True, 0.0),
+    (4, False, False, 3.0),
+    (5, True, False, -2.0),
+]
+ACTS = ["none", "relu", "leaky", "leaky_dyadic"]
+
+
+def _act_kw(bits, signed, narrow, zeropt, mode, scale):
+    return {"scale": scale, "zeropt": zeropt, "bits": bits, "signed": signed, "narrow": narrow, "rounding_mode": mode}
+
+
+def _activation(kind):
+    return kind == "relu", {"leaky": 0.1, "leaky_dyadic": 13 / 128}.get(kind)
+
+
+@pytest.mark.parametrize("kind", ACTS)
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+def test_sums_on_and_next_to_every_boundary(isa, mode, kind):
+    # Channels with scales that are not powers of two: each boundary between two codes is a real number of sums;
+    # the sums just below, on and above it, where float32 and the float64 reference part ways if anything does.
+    rng = np.random.default_rng(len(mode) * 7 + len(kind))
+    relu, leaky = _activation(kind)
+    for bits, signed, narrow, zeropt in QUANTS:
+        scale = float(F32(rng.uniform(0.01, 0.3)))
+        act = _act_kw(bits, signed, narrow, zeropt, mode, scale)
+        channels = 5
+        s = rng.uniform(2e-4, 5e-3, channels) * rng.choice([-1.0, 1.0], channels)
+        b = rng.uniform(-1.0, 1.0, channels)
+        corr = rng.integers(-3000, 3000, channels)
+        rows = []
+        for j in range(channels):
+            k = np.arange(-(2**bits) - 2, 2**bits + 3, dtype=np.float64)
+            edges = np.concatenate([k + 0.5, k])  # nearest modes' and directed modes' boundaries, in q units
+            slope = 1.0 if leaky is None else np.where(edges - zeropt < 0, leaky, 1.0)
+            y_edge = (edges - zeropt) * scale / slope
+            a0 = np.round((y_edge - b[j]) / s[j] - corr[j]).astype(np.int64)
+            rows.append(np.concatenate([a0 - 1, a0, a0 + 1, rng.integers(-20000, 20000, 64)]))
+        n = min(len(r) for r in rows)
+        acc = np.stack([r[:n] for r in rows])[:, None, :].astype(np.int32)
+        _check(acc, corr, s, b, relu, leaky, act)
+
+
+@pytest.mark.parametrize("kind", ACTS)
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+def test_power_of_two_channels_every_tie(isa, mode, kind):
+    # Power-of-two scales and dyadic biases: the reference is exact and lands on ties of the mode; the SIMD paths
+    # take these channels as exact ones and must resolve every tie as the mode does.
+    relu, leaky = _activation(kind)
+    for bits, signed, narrow, zeropt in QUANTS:
+        scale = 2.0**-4
+        act = _act_kw(bits, signed, narrow, zeropt, mode, scale)
+        s = np.array([2.0**-7, -(2.0**-6), 3 * 2.0**-9, 2.0**-5])
+        b = np.array([0.0, 0.375, -1.25, 2.0**-8])
+        corr = np.array([0, 17, -128 * 5, 3])
+        acc = np.tile(np.arange(-2000, 2000, dtype=np.int32), (4, 1))[:, None, :]
+        _check(acc, corr, s, b, relu, leaky, act)
+
+
+@pytest.mark.parametrize("mode", ["ROUND", "FLOOR", "HALF_UP"])
+def test_grid_layouts(isa, mode):
+    # Rows of every length around the 8- and 32-value vector steps, strided (stride > width) and contiguous, and the
+    # stored codes of a non-negative (offset) quantizer.
+    rng = np.random.default_rng(3)
+    for width in (1, 7, 8, 9, 31, 32, 33, 40, 64, 71):
+        for extra in (0, 5):
+            acc = rng.integers(-40000, 40000, (3, 4, width + extra)).astype(np.int32)
+            s = rng.uniform(1e-4, 1e-3, 3)
+            b = rng.uniform(-2, 2, 3)
+            corr = rng.integers(-100, 100, 3)
+            for nonneg in (False, True):
+                act = _act_kw(4, False, False, 0.0, mode, 0.4)
+                _check(acc, corr, s, b, False, None, act, nonneg=nonneg, width=width)
+                act = _act_kw(8, False, False, 0.0, mode, 2.0**-3)
+                _check(acc, corr, s * 0 + 2.0**-10, np.round(b * 8) / 8, True, None, act, nonneg=nonneg, width=width)
+
+
+def test_large_sums_and_scales(isa):
+    # Sums near the int32 limits (the channel bound past 2^24, where acc is not exact in float32), tiny and huge
+    # rescale factors (every value clamped), a zero scale.
+    rng = np.random.default_rng(9)
+    acc = np.concatenate([
+        rng.integers(-(2**31) + 1, 2**31 - 1, 200), np.array([-(2**31) + 1, 2**31 - 1, 0, 1, -1]),
+        rng.integers(-(2**25), 2**25, 200),
+    ]).astype(np.int32)[None, None, :]  # fmt: skip
+    for s0, b0 in ((1e-9, 0.0), (3.7e-8, 0.3), (1e3, -5.0), (0.0, 0.7), (2.0**-24, 0.0)):
+        for mode in ("ROUND", "CEIL", "HALF_DOWN"):
+            act = _act_kw(8, True, False, 0.0, mode, 0.05)
+            _check(acc, np.array([12345]), np.array([s0]), np.array([b0]), False, None, act)
+            _check(acc, np.array([0]), np.array([s0]), np.array([b0]), False, 0.25, act)
+
+
+def test_bound_is_checked():
+    acc = np.full((1, 1, 8), 1000, dtype=np.int32)
+    with pytest.raises(Exception, match="bound"):
+        kernels.rescale_codes(acc, [0], [1e-3], [0.0], [999], scale=0.1, bits=8, signed=True)

@@ -66,8 +66,8 @@ void register_integer(py::module_& m) {
   m.def(
       "rescale_codes",
       [](const I32& acc, int64_t width, const I64& corr, const F64& s, const F64& b, const I64& bound, bool relu,
-         std::optional<float> leaky, float scale, float zeropt, int64_t bits, bool is_signed, bool narrow,
-         const std::string& mode, bool nonneg) {
+         std::optional<float> leaky, std::optional<F32> resid, float scale, float zeropt, int64_t bits,
+         bool is_signed, bool narrow, const std::string& mode, bool nonneg) {
         if (acc.ndim() != 3) throw Error("acc must be 3-D [channels, rows, stride]");
         const int64_t channels = acc.shape(0), rows = acc.shape(1), stride = acc.shape(2);
         if (width < 0 || width > stride) throw Error("width must be in [0, stride]");
@@ -82,13 +82,16 @@ void register_integer(py::module_& m) {
         integer::ActQuant q = act_of(scale, zeropt, bits, is_signed, narrow, mode, false);
         if (nonneg) q = integer::nonneg_codes(q);
         if (leaky && !std::isfinite(*leaky)) throw Error("leaky must be finite");
+        if (resid && (resid->ndim() != 3 || resid->shape(0) != channels || resid->shape(1) != rows ||
+                      resid->shape(2) != width))
+          throw Error("resid must have the output's shape [channels, rows, width]");
         py::array_t<int8_t> out({channels, rows, width});
         integer::rescale_codes(acc.data(), stride, out.mutable_data(), channels, rows, width, corr.data(), s.data(),
-                               b.data(), bound.data(), relu, leaky, q);
+                               b.data(), bound.data(), relu, leaky, resid ? resid->data() : nullptr, q);
         return py::make_tuple(out, q.offset);
       },
       py::arg("acc"), py::arg("width"), py::arg("corr"), py::arg("s"), py::arg("b"), py::arg("bound"),
-      py::arg("relu"), py::arg("leaky"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"), py::arg("signed"),
+      py::arg("relu"), py::arg("leaky"), py::arg("resid"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"), py::arg("signed"),
       py::arg("narrow"), py::arg("rounding_mode"), py::arg("nonneg") = false,
       "Codes of rescaled int32 sums (integer::rescale_codes): acc [channels, rows, stride], the first width columns.");
   m.def(

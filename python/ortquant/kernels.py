@@ -366,14 +366,16 @@ def rescale_codes(
     width: int | None = None,
     relu: bool = False,
     leaky: float | None = None,
+    resid: np.ndarray | None = None,
     nonneg: bool = False,
     **act: object,
 ) -> tuple[np.ndarray, int]:
     """Integer mode's codes epilogue: the int8 codes of rescaled int32 sums, and the quantizer's offset.
 
     ``acc`` [channels, rows, stride] int32 (the first ``width`` columns are read; all by default), ``corr``, ``s``,
-    ``b`` and ``bound`` one value per channel: the codes of ``y = float32(float64(acc + corr) * s + b)`` (after a fused
-    Relu, or a LeakyRelu of slope ``leaky``) under the quantizer ``act`` (as :func:`integer_codes`; ``nonneg``: its
+    ``b`` and ``bound`` one value per channel: the codes of ``y = float32(float64(acc + corr) * s + b)`` (after a
+    LeakyRelu of slope ``leaky``, the float32 residual ``resid`` [channels, rows, width] added, then a Relu) under the
+    quantizer ``act`` (as :func:`integer_codes`; ``nonneg``: its
     non-negative code form, as a layer's input quantizer stores it), as ``[channels, rows, width]``. Every ``|acc|`` of
     channel j must be at most ``bound[j]`` (an error otherwise). The SIMD paths compute most codes in float32 and
     the rest with the exact formula; the result is the same on every path.
@@ -384,7 +386,7 @@ def rescale_codes(
     return _C.rescale_codes(
         acc, acc.shape[-1] if width is None else width, np.asarray(corr, dtype=np.int64),
         np.asarray(s, dtype=np.float64), np.asarray(b, dtype=np.float64), np.asarray(bound, dtype=np.int64), relu,
-        leaky, nonneg=nonneg, **args,
+        leaky, None if resid is None else np.asarray(resid, dtype=np.float32), nonneg=nonneg, **args,
     )  # fmt: skip
 
 

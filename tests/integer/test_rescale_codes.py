@@ -28,19 +28,22 @@ def isa(request):
     kernels.set_isa("")
 
 
-def _reference(acc, corr, s, b, relu, leaky, act, offset):
-    v = ref.rescale(acc.astype(np.int64) + corr[:, None, None], s, b, axis=0, relu=relu)
+def _reference(acc, corr, s, b, relu, leaky, act, offset, resid=None):
+    v = ref.rescale(acc.astype(np.int64) + corr[:, None, None], s, b, axis=0, relu=relu and resid is None)
     if leaky is not None:
         v = np.where(v >= F32(0), v, F32(leaky) * v).astype(F32)
+    if resid is not None:  # the residual, then the Relu (QConv's input R)
+        v = (v + resid).astype(F32)
+        v = np.where(v < F32(0), F32(0), v) if relu else v
     return ref.act_codes(v, **act) - offset
 
 
-def _check(acc, corr, s, b, relu, leaky, act, nonneg=False, width=None):
+def _check(acc, corr, s, b, relu, leaky, act, nonneg=False, width=None, resid=None):
     bound = np.abs(acc.astype(np.int64)).reshape(acc.shape[0], -1).max(axis=1) + 3
-    codes, offset = kernels.rescale_codes(acc, corr, s, b, bound, width=width, relu=relu, leaky=leaky,
+    codes, offset = kernels.rescale_codes(acc, corr, s, b, bound, width=width, relu=relu, leaky=leaky, resid=resid,
                                           nonneg=nonneg, **act)  # fmt: skip
     w = acc.shape[2] if width is None else width
-    want = _reference(acc[:, :, :w], corr, s, b, relu, leaky, act, offset)
+    want = _reference(acc[:, :, :w], corr, s, b, relu, leaky, act, offset, resid)
     assert codes.shape == want.shape
     bad = np.argwhere(codes.astype(np.int64) != want)
     assert bad.size == 0, (
@@ -128,6 +131,33 @@ def test_grid_layouts(isa, mode):
                 _check(acc, corr, s, b, False, None, act, nonneg=nonneg, width=width)
                 act = _act_kw(8, False, False, 0.0, mode, 2.0**-3)
                 _check(acc, corr, s * 0 + 2.0**-10, np.round(b * 8) / 8, True, None, act, nonneg=nonneg, width=width)
+
+
+@pytest.mark.parametrize("mode", ["ROUND", "FLOOR", "CEIL", "HALF_UP", "HALF_DOWN", "ROUND_TO_ZERO"])
+@pytest.mark.parametrize("relu", [False, True])
+def test_residual_added_before_the_relu(isa, mode, relu):
+    # QConv's residual input R: added to the rescaled values before the Relu and the quantizer. Residuals on a
+    # quantizer's grid (what int8 codes R dequantize to), arbitrary floats, and residuals that put the sum on a
+    # boundary of the output quantizer (within rounding); power-of-two channels (exact without R, not with it); a
+    # LeakyRelu before R.
+    rng = np.random.default_rng(len(mode) + 11 * relu)
+    for bits, signed, narrow, zeropt in QUANTS:
+        for scale, s0 in ((float(F32(0.173)), 1e-3), (2.0**-4, 2.0**-9)):
+            act = _act_kw(bits, signed, narrow, zeropt, mode, scale)
+            channels, n = 3, 200
+            s = np.full(channels, s0) * np.array([1.0, -1.0, 3.0])
+            b = np.array([0.0, 0.25, -0.5])
+            corr = np.array([0, 64, -7])
+            acc = rng.integers(-6000, 6000, (channels, 2, n)).astype(np.int32)
+            grid = (rng.integers(-40, 40, (channels, 2, n)) * F32(0.0625)).astype(F32)
+            floats = (rng.standard_normal((channels, 2, n)) * 2).astype(F32)
+            y = ref.rescale(acc.astype(np.int64) + corr[:, None, None], s, b, axis=0).astype(np.float64)
+            k = rng.integers(-(2**bits), 2**bits, y.shape) + rng.choice([0.0, 0.5], y.shape)  # q-unit boundaries
+            edge = ((k - zeropt) * scale - y).astype(F32)
+            up, down = np.nextafter(edge, F32(np.inf)), np.nextafter(edge, F32(-np.inf))
+            for resid in (grid, floats, edge, up, down, np.zeros_like(grid)):
+                _check(acc, corr, s, b, relu, None, act, resid=resid)
+            _check(acc, corr, s, b, False, 0.1, act, resid=grid)
 
 
 def test_large_sums_and_scales(isa):

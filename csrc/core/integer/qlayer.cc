@@ -9,6 +9,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/integer/qlayer_kernels.h"
+#include "core/integer/residual.h"
 
 namespace ortquant::integer {
 namespace {
@@ -139,6 +140,7 @@ CodesFast codes_fast_coeffs(const ActQuant& q, double s, double b, int64_t corr,
                           &t.n_c_lo, &t.n_e))
     return f;
   t.relu_at = static_cast<float>(static_cast<double>(q.zeropt) + shift);
+  t.e_r = t.e;
   if (exact_side(q, s, b, corr, bound, 1.0, t.a, t.a_lo, t.c, t.c_lo)) {
     t.e = 0.f, t.tie = tie;
     t.cq = static_cast<float>(static_cast<double>(t.c) - shift);  // exact: a multiple of 2^-1 below 2^22
@@ -522,17 +524,18 @@ std::vector<CodesFast> codes_fast(const ActQuant& q, const int64_t* corr, const 
 
 void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows, int64_t width,
                    const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
-                   std::optional<float> leaky, const ActQuant& q, const CodesFast* fast) {
+                   std::optional<float> leaky, const float* resid, const ActQuant& q, const CodesFast* fast) {
   if (q.wide) throw Error("rescale_codes: 9- to 16-bit quantizers have no int8 codes");
-  if (relu && leaky) throw Error("rescale_codes: a Relu and a LeakyRelu on the same values");
   const auto codes_fn = select_isa(&scalar::rescale_codes_isa, &avx2::rescale_codes_isa, &avx512::rescale_codes_isa);
   if (!q.bipolar && codes_fn != &scalar::rescale_codes_isa) {  // the vector loop where the path has one
     std::vector<CodesFast> own;
     if (fast == nullptr) own = codes_fast(q, corr, s, b, bound, leaky, channels), fast = own.data();
-    if (codes_fn(acc, stride, codes, channels, rows, width, corr, s, b, relu, leaky ? &*leaky : nullptr, q, fast))
+    if (codes_fn(acc, stride, codes, channels, rows, width, corr, s, b, relu, leaky ? &*leaky : nullptr, resid, q,
+                 fast))
       return;
   }
-  // The exact formula: pieces of rows rescaled into an L1 buffer, then quantized.
+  // The exact formula: pieces of rows rescaled into an L1 buffer, then quantized. A residual comes before the Relu.
+  const bool relu_first = relu && resid == nullptr;
   const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
   const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
   constexpr int64_t kBuf = 2048;
@@ -544,8 +547,9 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c0 = 0; c0 < width; c0 += kBuf) {
           const int64_t n = std::min(kBuf, width - c0);
-          grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr + j, s + j, b + j, relu);
+          grid_fn(aj + r * stride + c0, stride, buf, 1, 1, n, corr + j, s + j, b + j, relu_first);
           if (leaky) leaky_relu_inplace(buf, n, *leaky);
+          if (resid != nullptr) add_residual(buf, resid + (j * rows + r) * width + c0, n, relu);
           quant(q, buf, cj + r * width + c0, n);
         }
       continue;
@@ -553,8 +557,9 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
     const int64_t per = kBuf / width;  // whole rows per piece
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
       const int64_t nr = std::min(per, rows - r0);
-      grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr + j, s + j, b + j, relu);
+      grid_fn(aj + r0 * stride, stride, buf, 1, nr, width, corr + j, s + j, b + j, relu_first);
       if (leaky) leaky_relu_inplace(buf, nr * width, *leaky);
+      if (resid != nullptr) add_residual(buf, resid + (j * rows + r0) * width, nr * width, relu);
       quant(q, buf, cj + r0 * width, nr * width);
     }
   }
@@ -591,19 +596,22 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
     grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0, b_.data() + j0,
             relu_);
     if (leaky_) leaky_relu_inplace(out.y + at, channels * rows * width, *leaky_);  // the rows just written
+    if (out.resid != nullptr) add_residual(out.y + at, out.resid + at, channels * rows * width, out.resid_relu);
     return;
   }
   const bool pre = out_q_ && same_quant(*out_q_, *out.quant);
+  const bool resid = out.resid != nullptr;
   rescale_codes(acc, stride, out.codes + at, channels, rows, width, corr_.data() + j0, s_.data() + j0,
-                b_.data() + j0, acc_bound_.data() + j0, relu_, leaky_, *out.quant, pre ? out_fast_.data() + j0 : nullptr);
+                b_.data() + j0, acc_bound_.data() + j0, relu_ || (resid && out.resid_relu), leaky_,
+                resid ? out.resid + at : nullptr, *out.quant, pre ? out_fast_.data() + j0 : nullptr);
   if (out.table != nullptr) map_codes(out.table, out.codes + at, channels * rows * width, out.table_small);
 }
 
 void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
   if ((in.x == nullptr) == (in.codes == nullptr)) throw Error("QConv::run: give the input as values or as codes");
-  if (out.channels_last && (out.codes != nullptr || out.y == nullptr))
-    throw Error("QConv::run: a channels-last output is float32 values");
+  if (out.channels_last && (out.codes != nullptr || out.y == nullptr || out.resid != nullptr))
+    throw Error("QConv::run: a channels-last output is float32 values, without a residual");
   out.plane = os[2] * os[3];
   if (out.codes != nullptr && (out.quant == nullptr || out.quant->wide))
     throw Error("QConv::run: output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
@@ -618,6 +626,7 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   else if (planes_) run_planes(in.x, xs, os, y, par);
   else run_xnor(in.x, xs, os, y, par);
   if (leaky_) leaky_relu_inplace(y, n_out, *leaky_);
+  if (out.resid != nullptr) add_residual(y, out.resid, n_out, out.resid_relu);
   if (out.codes != nullptr) quantize_codes(*out.quant, y, out.codes, n_out);
   if (out.codes != nullptr && out.table != nullptr) map_codes(out.table, out.codes, n_out, out.table_small);
   if (out.channels_last) {  // planar [N][M][P] -> [N][P][M]

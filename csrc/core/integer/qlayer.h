@@ -99,6 +99,7 @@ struct CodesFast {
   enum Tie : uint8_t { kNone, kDown, kEven, kAway, kTowardZero };  // kNone: ties round up (or no boundary)
   float a = 0.f, a_lo = 0.f, c = 0.f, c_lo = 0.f, e = 2.f, relu_at = 0.f, cq = 0.f;
   float n_a = 0.f, n_a_lo = 0.f, n_c = 0.f, n_c_lo = 0.f, n_e = 2.f, n_cq = 0.f;
+  float e_r = 2.f;  // the bound e of a channel, exact or not, for the values a residual is added to
   Tie tie = kNone;
   uint8_t exact = 0;
 };
@@ -108,15 +109,17 @@ std::vector<CodesFast> codes_fast(const ActQuant& q, const int64_t* corr, const 
                                   const int64_t* bound, std::optional<float> leaky, int64_t n);
 // The codes of rescaled sums, as rescale() then quantize_codes(q) would write them, from a grid of int32 sums:
 // codes[(j * rows + r) * width + p] is the code of y = float32(double(acc[(j * rows + r) * stride + p] + corr[j]) *
-// s[j] + b[j]), after a fused relu (y < 0 ? 0 : y) or leaky (y >= 0 ? y : float32(alpha * y)). Every |acc| of channel
-// j must be at most bound[j] (QConv: 128 * sum |w_j|). The AVX2 and AVX-512 paths compute most codes in float32 from
-// per-channel coefficients and take the exact formula for every group of 8 values one of which lies near a rounding
-// boundary (rescale_codes_isa); the scalar path, a LeakyRelu, the bipolar quantizer and the rounding modes toward
-// zero, away from zero and QONNX UP take the exact formula throughout. Same bits on every path.
+// s[j] + b[j]), after a fused leaky (y >= 0 ? y : float32(alpha * y)), then the residual (y = float32(y + resid[same
+// index as the code]), optional), then relu (y < 0 ? 0 : y). Every |acc| of channel j must be at most bound[j]
+// (QConv: 128 * sum |w_j|). The AVX2 and AVX-512 paths compute most codes in float32 from per-channel coefficients
+// and take the exact formula for every group of 8 values one of which lies near a rounding boundary
+// (rescale_codes_isa); the scalar path, a LeakyRelu with a residual, the bipolar quantizer and the rounding modes
+// toward zero, away from zero and QONNX UP take the exact formula throughout. Same bits on every path.
 // fast: codes_fast() of these channels (computed here when null).
 void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows, int64_t width,
                    const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
-                   std::optional<float> leaky, const ActQuant& q, const CodesFast* fast = nullptr);
+                   std::optional<float> leaky, const float* resid, const ActQuant& q,
+                   const CodesFast* fast = nullptr);
 // The float-exact backend (QuantCodes / Rescale ops around onnxruntime's own float Conv / Gemm / MatMul): the
 // integer values q - z as float32, and the rescale of integer-valued float32 sums. Exact when every partial sum
 // is an integer below 2^24 in magnitude (the transform checks K * max|a| * max|w| < 2^24).
@@ -153,6 +156,11 @@ class QConv {
     // With y only: y is channels-last, [N, OH, OW, M] (the same values at y[((n * OH + i) * OW + k) * M + j]).
     bool channels_last = false;
     int64_t plane = 0;  // set by run(): OH * OW
+    // Optional, not with channels_last: a residual added to the output values (after the rescale and a LeakyRelu)
+    // before they are stored or quantized, float32 in the output's layout [N, M, OH, OW]; resid_relu: a Relu after
+    // that addition.
+    const float* resid = nullptr;
+    bool resid_relu = false;
   };
   void run(In in, const Shape& xs, Out out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;

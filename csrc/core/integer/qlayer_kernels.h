@@ -17,15 +17,15 @@ ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu))
 // The codes of a RawSink grid's rescaled values: codes[(j * rows + r) * width + p] = quantize_codes(q, y) of
-// y = float32(double(acc[(j * rows + r) * stride + p] + corr[j]) * s[j] + b[j]) (relu: y < 0 ? 0 : y; leaky:
-// y >= 0 ? y : float32(*leaky * y)), without storing
+// y = float32(double(acc[(j * rows + r) * stride + p] + corr[j]) * s[j] + b[j]) (then leaky: y >= 0 ? y :
+// float32(*leaky * y); resid: y = float32(y + resid[same index as the code]); relu: y < 0 ? 0 : y), without storing
 // y: a vector loop on fast[j] (CodesFast), the exact formula for every group of 8 values one of which lies near a
 // rounding boundary. Same bits as the rescale then quantize_codes. Returns false, doing nothing, where the path has no
-// vector loop (scalar); q must be an int8 quantizer (not wide, not bipolar).
+// vector loop (scalar) or for a LeakyRelu with a residual; q must be an int8 quantizer (not wide, not bipolar).
 ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_isa,
                         (const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu,
-                         const float* leaky, const ActQuant& q, const CodesFast* fast))
+                         const float* leaky, const float* resid, const ActQuant& q, const CodesFast* fast))
 // codes[i] = t16[codes[i]] for codes in [0, 15] (the caller's to ensure): one vpshufb per 32 codes on AVX2.
 ORTQUANT_DECLARE_ISA_FN(void, map_codes16_isa, (const int8_t* t16, int8_t* codes, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa,

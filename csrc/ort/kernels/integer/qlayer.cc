@@ -187,24 +187,32 @@ class QConvKernel : public OpKernel {
                       : integer::QConv::In{x.as<float>() + b * in_each, nullptr};
     };
     const gemm::Parallel par = parallel(ctx);
-    if (!pool && !d2s && !r) {
-      conv_->run(input_of(0), x.shape,
-                 {y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr, table_small_,
-                  channels_last_},
-                 par);
+    const bool r_codes = r && r->dtype == kI8;
+    thread_local std::vector<float> t_conv, t_image, t_resid;
+    if (!pool && !d2s) {  // the residual (int8 codes dequantized first) added as the layer writes its output
+      integer::QConv::Out o{y, yc, codes_out ? &*out_q_ : nullptr, has_table_ ? table_.data() : nullptr,
+                            table_small_, channels_last_};
+      if (r) {
+        const int64_t n = shape_size(os);
+        if (r_codes) {
+          if (t_resid.size() < static_cast<size_t>(n)) t_resid.resize(static_cast<size_t>(n));
+          integer::dequantize_codes(*r_q_, r->as<int8_t>(), t_resid.data(), n);
+        }
+        o.resid = r_codes ? t_resid.data() : r->as<float>();
+        o.resid_relu = relu_;
+      }
+      conv_->run(input_of(0), x.shape, o, par);
       return;
     }
     // The fused max pool or pixel shuffle and the residual add, image by image: the convolution's output (into a
-    // buffer when pooled or shuffled) is pooled or shuffled and added to while it is in cache; output codes are
-    // the image's float32 result quantized.
+    // buffer) is pooled or shuffled and added to while it is in cache; output codes are the image's float32 result
+    // quantized.
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
     const int64_t conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
-    thread_local std::vector<float> t_conv, t_image, t_resid;
     const bool staged = pool || d2s;
     if (staged && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
     if (codes_out && t_image.size() < static_cast<size_t>(out_each)) t_image.resize(static_cast<size_t>(out_each));
-    const bool r_codes = r && r->dtype == kI8;
     if (r_codes && t_resid.size() < static_cast<size_t>(out_each)) t_resid.resize(static_cast<size_t>(out_each));
     for (int64_t b = 0; b < cs[0]; ++b) {
       float* yb = codes_out ? t_image.data() : y + b * out_each;

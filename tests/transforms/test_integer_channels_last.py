@@ -80,6 +80,12 @@ CASES = {
     "leaky": (dict(c=8, h=12, w=20, m=8, leaky=True), 3),
     "binary": (dict(c=64, h=6, w=7, m=8, binary=True), 2),
     "wide-rows": (dict(c=4, h=2, w=2500, m=8, k=1), 1),
+    # The channels-last store's shapes: 8-channel transposes with a tail of channels and of pixels, a pair of
+    # channels (whole pixels interleaved), groups (each group's channels at an offset in the pixel).
+    "twelve-channels": (dict(c=8, h=7, w=29, m=12), 2),
+    "two-channels": (dict(c=4, h=9, w=37, m=2, k=1), 1),
+    "two-channels-leaky": (dict(c=4, h=20, w=600, m=2, k=1, leaky=True), 1),
+    "groups": (dict(c=8, h=10, w=21, m=16, group=2), 2),
 }
 
 

@@ -511,7 +511,7 @@ void QConv::set_output_quant(const ActQuant& q) {
 namespace {
 // ONNX LeakyRelu on float32 values, as onnxruntime computes it: y >= 0 ? y : alpha * y.
 void leaky_relu_inplace(float* y, int64_t n, float alpha) {
-  for (int64_t i = 0; i < n; ++i) y[i] = y[i] >= 0.f ? y[i] : alpha * y[i];
+  select_isa(&scalar::leaky_relu_isa, &avx2::leaky_relu_isa, &avx512::leaky_relu_isa)(y, n, alpha);
 }
 }  // namespace
 
@@ -577,6 +577,8 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
     const int64_t b = at / (m_ * ohw), p0 = at % ohw;
     thread_local std::vector<float> t_cl;
     float* buf = scratch(t_cl, checked_mul(channels, kPix));
+    const auto store_cl =
+        select_isa(&scalar::store_channels_last_isa, &avx2::store_channels_last_isa, &avx512::store_channels_last_isa);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c0 = 0; c0 < width; c0 += kPix) {
         const int64_t n = std::min(kPix, width - c0);
@@ -586,9 +588,7 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
                   b_.data() + j, relu_);
           if (leaky_) leaky_relu_inplace(bj, n, *leaky_);
         }
-        float* dst = out.y + (b * ohw + p0 + r * width + c0) * m_ + j0;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < channels; ++j) dst[i * m_ + j] = buf[j * kPix + i];
+        store_cl(buf, kPix, channels, n, out.y + (b * ohw + p0 + r * width + c0) * m_ + j0, m_);
       }
     return;
   }

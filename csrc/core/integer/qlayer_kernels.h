@@ -26,6 +26,13 @@ ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_isa,
                         (const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu,
                          const float* leaky, const float* resid, const ActQuant& q, const CodesFast* fast))
+// ONNX LeakyRelu in place, as onnxruntime computes it: y[i] = y[i] >= 0 ? y[i] : alpha * y[i] (float32).
+ORTQUANT_DECLARE_ISA_FN(void, leaky_relu_isa, (float* y, int64_t n, float alpha))
+// dst[i * m + j] = buf[j * ld + i] for j < channels, i < n: a [channels][ld] block of planar values stored as n
+// pixels of a channels-last tensor whose pixels are m values apart (8 x 8 transposes on AVX2 for 8 channels at a
+// time, an interleave for a pair making whole pixels).
+ORTQUANT_DECLARE_ISA_FN(void, store_channels_last_isa,
+                        (const float* buf, int64_t ld, int64_t channels, int64_t n, float* dst, int64_t m))
 // codes[i] = t16[codes[i]] for codes in [0, 15] (the caller's to ensure): one vpshufb per 32 codes on AVX2.
 ORTQUANT_DECLARE_ISA_FN(void, map_codes16_isa, (const int8_t* t16, int8_t* codes, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa,

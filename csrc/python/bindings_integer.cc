@@ -36,15 +36,15 @@ gemm::Kernel kernel_named(const std::string& name) {
   return gemm::resolve_kernel(k);
 }
 
-// A layer's kernel name: an engine kernel (forces the int8 engine), "auto", "xnor" or "bitserial" (auto, and an
-// error unless the layer takes that bit kernel: xnor.h).
+// A layer's kernel name: an engine kernel (forces the int8 engine), "auto" (the layer's own choice, as the ops run
+// it), "xnor" or "bitserial" (auto, and an error unless the layer takes that bit kernel: xnor.h).
 template <class Layer>
 gemm::Kernel layer_kernel(const std::string& name, const Layer& layer) {
   if (name == "xnor" && !(layer.uses_xnor() && layer.bit_planes() == 0))
     throw Error("kernel 'xnor' needs a bipolar activation and weight codes all -1 or +1");
   if (name == "bitserial" && !(layer.uses_xnor() && layer.bit_planes() > 0))
     throw Error("kernel 'bitserial' needs activation codes in [0, 3] and weight codes all -1 or +1");
-  return name == "xnor" || name == "bitserial" ? gemm::Kernel::kAuto : kernel_named(name);
+  return name == "auto" || name == "xnor" || name == "bitserial" ? gemm::Kernel::kAuto : kernel_named(name);
 }
 
 std::vector<double> vec(const F64& a) { return std::vector<double>(a.data(), a.data() + a.size()); }

@@ -369,6 +369,9 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
   acc_bound_ = acc_bounds(w, m, k);
+  if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.group == 1 && cg <= kSmallK && !act_.wide &&
+      a.pt == 0 && a.pl == 0 && a.pb == 0 && a.pr == 0)
+    small_w_.assign(w, w + m * cg);
   if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, m, a.group, cg, a.kh * a.kw, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(m), 0);
   if (xnor_ && planes_ > 0) {  // the padding code -offset (a = 0) as bit planes over the group's channels
@@ -607,6 +610,28 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
   if (out.table != nullptr) map_codes(out.table, out.codes + at, channels * rows * width, out.table_small);
 }
 
+void QConv::run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par) const {
+  // Pieces of kPix pixels of an image: every channel's sums into an L1 buffer [m][kPix], then the epilogue (one
+  // channel at a time for planar outputs, all of them for channels-last ones).
+  constexpr int64_t kPix = 1024;
+  const int64_t n = xs[0], c = xs[1], hw = checked_mul(xs[2], xs[3]);
+  const int64_t pieces = (hw + kPix - 1) / kPix;
+  const auto sums = select_isa(&scalar::small_k_sums_isa, &avx2::small_k_sums_isa, &avx512::small_k_sums_isa);
+  parallel_ranges(par, n * pieces, 4, [&](int64_t u0, int64_t u1) {
+    thread_local std::vector<int32_t> t_small;
+    int32_t* acc = scratch(t_small, checked_mul(m_, kPix));
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t b = u / pieces, p0 = (u % pieces) * kPix, np = std::min(kPix, hw - p0);
+      sums(codes + b * c * hw + p0, hw, c, small_w_.data(), m_, np, acc, kPix);
+      if (out.channels_last) {
+        emit(out, b * m_ * hw + p0, acc, kPix, 0, m_, 1, np);
+        continue;
+      }
+      for (int64_t j = 0; j < m_; ++j) emit(out, (b * m_ + j) * hw + p0, acc + j * kPix, kPix, j, 1, 1, np);
+    }
+  });
+}
+
 void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   const Shape os = output_shape(xs);
   if ((in.x == nullptr) == (in.codes == nullptr)) throw Error("QConv::run: give the input as values or as codes");
@@ -640,6 +665,15 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
 void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
                        gemm::Kernel kernel) const {
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
+  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) {
+    const int8_t* codes = in.codes;
+    if (codes == nullptr) {
+      int8_t* q = scratch(t_codes, n_in);
+      quantize_codes(act_, in.x, q, n_in);
+      codes = q;
+    }
+    return run_small_k(codes, xs, out, par);
+  }
   // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
   const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
   int64_t band = 0;

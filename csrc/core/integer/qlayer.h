@@ -189,6 +189,11 @@ class QConv {
   std::vector<double> s_, b_;
   std::vector<int64_t> corr_;
   std::vector<int64_t> acc_bound_;  // per channel: 128 * sum |w|, a bound on the engine's |acc| (codes epilogue)
+  // A 1x1, stride-1, unpadded, ungrouped layer of at most kSmallK input channels: its weight codes [m][cg]. With the
+  // engine kernel left to the layer (kAuto), run_small_k computes the sums straight (small_k_sums_isa) instead of
+  // packing a GEMM whose every step would be a single reduction group.
+  static constexpr int64_t kSmallK = 4;
+  std::vector<int8_t> small_w_;
   bool relu_;
   std::optional<float> leaky_;  // set_leaky_relu
   std::optional<ActQuant> out_q_;  // set_output_quant, with its coefficients out_fast_
@@ -204,6 +209,7 @@ class QConv {
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
                   gemm::Kernel kernel) const;
+  void run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par) const;
   void run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
                  const gemm::Parallel& par, gemm::Kernel kernel) const;
   // Rescales the sums of `channels` channels from j0 (a RawSink grid: acc[(j * rows + r) * stride + p]) into the

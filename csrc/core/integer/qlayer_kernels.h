@@ -26,6 +26,11 @@ ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_isa,
                         (const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu,
                          const float* leaky, const float* resid, const ActQuant& q, const CodesFast* fast))
+// A 1x1 convolution with few input channels, straight: acc[j * ld + p] = sum_c w[j * k + c] * x[c * plane + p] for
+// j < m, p < n (int32, exact: |sum| <= k * 128 * 128).
+ORTQUANT_DECLARE_ISA_FN(void, small_k_sums_isa,
+                        (const int8_t* x, int64_t plane, int64_t k, const int8_t* w, int64_t m, int64_t n, int32_t* acc,
+                         int64_t ld))
 // ONNX LeakyRelu in place, as onnxruntime computes it: y[i] = y[i] >= 0 ? y[i] : alpha * y[i] (float32).
 ORTQUANT_DECLARE_ISA_FN(void, leaky_relu_isa, (float* y, int64_t n, float alpha))
 // dst[i * m + j] = buf[j * ld + i] for j < channels, i < n: a [channels][ld] block of planar values stored as n

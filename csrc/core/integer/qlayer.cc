@@ -256,9 +256,8 @@ void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n)
 
 void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t n) {
   if (a.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes");
-  const int32_t off = a.offset;
-  const float s = a.scale;
-  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(int32_t{codes[i]} + off) * s;
+  select_isa(&scalar::dequantize_codes_isa, &avx2::dequantize_codes_isa, &avx512::dequantize_codes_isa)(
+      codes, a.offset, a.scale, y, n);
 }
 
 void map_codes(const int8_t* table, int8_t* codes, int64_t n, bool small) {

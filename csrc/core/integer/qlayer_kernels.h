@@ -31,6 +31,8 @@ ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_isa,
 ORTQUANT_DECLARE_ISA_FN(void, small_k_sums_isa,
                         (const int8_t* x, int64_t plane, int64_t k, const int8_t* w, int64_t m, int64_t n, int32_t* acc,
                          int64_t ld))
+// y[i] = float32(codes[i] + offset) * scale (dequantize_codes' loop).
+ORTQUANT_DECLARE_ISA_FN(void, dequantize_codes_isa, (const int8_t* codes, int32_t offset, float scale, float* y, int64_t n))
 // ONNX LeakyRelu in place, as onnxruntime computes it: y[i] = y[i] >= 0 ? y[i] : alpha * y[i] (float32).
 ORTQUANT_DECLARE_ISA_FN(void, leaky_relu_isa, (float* y, int64_t n, float alpha))
 // dst[i * m + j] = buf[j * ld + i] for j < channels, i < n: a [channels][ld] block of planar values stored as n

@@ -53,17 +53,6 @@ std::vector<int64_t> acc_bounds(const int8_t* w, int64_t n, int64_t k) {
   return s;
 }
 
-// rescale_codes_isa's coefficients of one channel (CodesFast), for the quantizer q of the values
-// y = float32(double(acc + corr) * s + b), |acc| <= bound. The real value the quantizer rounds is
-// Q = (acc + corr) * s / S + b / S + z (S = q.scale); with shift, Q + shift = acc * a + c for a = s / S and
-// c = (corr * s + b) / S + z + shift. The reference's value differs from Q by its three float32 roundings (y, y / S,
-// + z: 2^-24 of |Y| = |Q - z|, |Y| and |Q|) and its float64 ones (2^-52 of |c0| + |c1| + A, c0 = corr * s / S,
-// c1 = b / S, A = bound |a|). The vector loop's u differs from Q + shift by 2^-24 of 2 |u| (the two roundings after
-// the exact products, acc exact in float32 below 2^24, else 2^-24 A more) and 2^-46 (A + |c|) (the split
-// coefficients' remainders). Where it matters, floor(u) in [lo - 1, hi], |u| and |Q| are at most
-// U = max(|lo|, |hi|) + 2 and |Y| at most U + |z|; the sum is below 2^-21 (U + |z| + 1) + 2^-45 (A + |c| + |c0| + |c1|)
-// (+ 2^-23 A). e is twice that, plus 2^-22 for u - floor(u) in float32. The modes whose boundaries depend on the sign
-// (toward zero, away from zero, QONNX UP) get e = 2: every value takes the exact formula.
 // The exponent of the lowest set bit of finite x != 0: x is an odd integer times 2^lowest_bit(x).
 int lowest_bit(double x) {
   int e;
@@ -97,7 +86,18 @@ bool exact_side(const ActQuant& q, double s, double b, int64_t corr, int64_t bou
              std::ldexp(1.0, 23 + h);
 }
 
-// The coefficients of k * Q + shift (k = 1, or the LeakyRelu's alpha for the values below 0) and their bound e;
+// rescale_codes_isa's coefficients of one channel (CodesFast), for the quantizer q of the values
+// y = float32(double(acc + corr) * s + b), |acc| <= bound. The real value the quantizer rounds is
+// Q = (acc + corr) * s / S + b / S + z (S = q.scale); with shift, Q + shift = acc * a + c for a = s / S and
+// c = (corr * s + b) / S + z + shift. The reference's value differs from Q by its three float32 roundings (y, y / S,
+// + z: 2^-24 of |Y| = |Q - z|, |Y| and |Q|) and its float64 ones (2^-52 of |c0| + |c1| + A, c0 = corr * s / S,
+// c1 = b / S, A = bound |a|). The vector loop's u differs from Q + shift by 2^-24 of 2 |u| (the two roundings after
+// the exact products, acc exact in float32 below 2^24, else 2^-24 A more) and 2^-46 (A + |c|) (the split
+// coefficients' remainders). Where it matters, floor(u) in [lo - 1, hi], |u| and |Q| are at most
+// U = max(|lo|, |hi|) + 2 and |Y| at most U + |z|; the sum is below 2^-21 (U + |z| + 1) + 2^-45 (A + |c| + |c0| + |c1|)
+// (+ 2^-23 A). e is twice that, plus 2^-22 for u - floor(u) in float32. The modes whose boundaries depend on the sign
+// (toward zero, away from zero, QONNX UP) get e = 2: every value takes the exact formula. fast_side computes one
+// side: the coefficients of k * Q + shift (k = 1, or the LeakyRelu's alpha for the values below 0) and their bound e;
 // false where the vector loop cannot take them.
 bool fast_side(const ActQuant& q, double s, double b, int64_t corr, int64_t bound, double k, double shift, float* a_hi,
                float* a_lo, float* c_hi, float* c_lo, float* e_out) {
@@ -123,14 +123,15 @@ CodesFast codes_fast_coeffs(const ActQuant& q, double s, double b, int64_t corr,
   CodesFast f;
   double shift;
   CodesFast::Tie tie = CodesFast::kNone;  // what an exact channel does on a boundary
+  uint8_t exact = 0;                      // CodesFast::exact: the modes an exact channel rounds by itself
   switch (q.mode) {
-    case RoundMode::kFloor: shift = 0.0; break;
-    case RoundMode::kCeil: shift = 1.0, tie = CodesFast::kDown; break;
-    case RoundMode::kHalfEven: shift = 0.5, tie = CodesFast::kEven; break;
+    case RoundMode::kFloor: shift = 0.0, exact = 2; break;
+    case RoundMode::kCeil: shift = 1.0, tie = CodesFast::kDown, exact = 3; break;
+    case RoundMode::kHalfEven: shift = 0.5, tie = CodesFast::kEven, exact = 1; break;
     case RoundMode::kHalfAway: case RoundMode::kQonnxHalfUp: shift = 0.5, tie = CodesFast::kAway; break;
     case RoundMode::kHalfTowardZero: case RoundMode::kQonnxHalfDown: shift = 0.5, tie = CodesFast::kTowardZero; break;
-    case RoundMode::kHalfUp: shift = 0.5; break;
-    case RoundMode::kHalfDown: shift = 0.5, tie = CodesFast::kDown; break;
+    case RoundMode::kHalfUp: shift = 0.5, exact = 4; break;
+    case RoundMode::kHalfDown: shift = 0.5, tie = CodesFast::kDown, exact = 5; break;
     default: return f;
   }
   if (q.bipolar || q.wide) return f;
@@ -147,16 +148,7 @@ CodesFast codes_fast_coeffs(const ActQuant& q, double s, double b, int64_t corr,
     const bool neg_exact =
         leaky && exact_side(q, s, b, corr, bound, static_cast<double>(*leaky), t.n_a, t.n_a_lo, t.n_c, t.n_c_lo);
     if (neg_exact) t.n_e = 0.f, t.n_cq = static_cast<float>(static_cast<double>(t.n_c) - shift);
-    if (!leaky || neg_exact) {
-      switch (q.mode) {
-        case RoundMode::kHalfEven: t.exact = 1; break;
-        case RoundMode::kFloor: t.exact = 2; break;
-        case RoundMode::kCeil: t.exact = 3; break;
-        case RoundMode::kHalfUp: t.exact = 4; break;
-        case RoundMode::kHalfDown: t.exact = 5; break;
-        default: break;
-      }
-    }
+    if (!leaky || neg_exact) t.exact = exact;
   }
   return t;
 }
@@ -655,24 +647,22 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   if (out.codes != nullptr && out.table != nullptr) map_codes(out.table, out.codes, n_out, out.table_small);
   if (out.channels_last) {  // planar [N][M][P] -> [N][P][M]
     const int64_t ohw = os[2] * os[3];
-    for (int64_t b = 0; b < os[0]; ++b)
-      for (int64_t j = 0; j < m_; ++j)
-        for (int64_t p = 0; p < ohw; ++p) out.y[(b * ohw + p) * m_ + j] = y[(b * m_ + j) * ohw + p];
+    const auto store_cl =
+        select_isa(&scalar::store_channels_last_isa, &avx2::store_channels_last_isa, &avx512::store_channels_last_isa);
+    for (int64_t b = 0; b < os[0]; ++b) store_cl(y + b * m_ * ohw, ohw, m_, ohw, out.y + b * ohw * m_, m_);
   }
 }
 
 void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
                        gemm::Kernel kernel) const {
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
-  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) {
-    const int8_t* codes = in.codes;
-    if (codes == nullptr) {
-      int8_t* q = scratch(t_codes, n_in);
-      quantize_codes(act_, in.x, q, n_in);
-      codes = q;
-    }
-    return run_small_k(codes, xs, out, par);
-  }
+  const auto input_codes = [&] {  // the input as its stored codes (quantized here when given as values)
+    if (in.codes != nullptr) return in.codes;
+    int8_t* q = scratch(t_codes, n_in);
+    quantize_codes(act_, in.x, q, n_in);
+    return static_cast<const int8_t*>(q);
+  };
+  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) return run_small_k(input_codes(), xs, out, par);
   // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
   const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
   int64_t band = 0;
@@ -719,12 +709,7 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
         xs, ep, sink, par, kernel);
     return;
   }
-  const int8_t* codes = in.codes;
-  if (codes == nullptr) {
-    int8_t* q = scratch(t_codes, n_in);
-    quantize_codes(act_, in.x, q, n_in);
-    codes = q;
-  }
+  const int8_t* codes = input_codes();
   // Depthwise on the channels-last kernel: its bands of sums rescaled while in cache (no int32 output tensor).
   const Shape padded_shape = explicit_pad_ ? Shape{xs[0], xs[1], checked_add(xs[2], a_.pt + a_.pb, "padded height"),
                                                    checked_add(xs[3], a_.pl + a_.pr, "padded width")}

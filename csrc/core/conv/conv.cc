@@ -700,10 +700,11 @@ ConvAlgo Conv2d::algo(Kernel kernel, ConvAlgo algo) const {
   if (!dwn_) return ConvAlgo::kPlanes;
   if (algo == ConvAlgo::kAuto) algo = forced_;
   if (algo != ConvAlgo::kAuto) return algo;
-  // Measured on AVX2 (BENCHMARKS.md): the channels-last kernel wins on every depthwise layer with at
-  // least 8 channels. The AVX-512 plane kernel (16 output columns per zmm) was not measured against it: kept.
+  // Measured (BENCHMARKS.md): the channels-last kernel (AVX2 code, run on every vector path) wins on every depthwise
+  // layer with at least 8 channels, on AVX2 and on AVX-512 VNNI (Zen 4: 0.77-0.84x MLAS's time, the AVX-512 plane
+  // kernel 1.8-2.2x).
   const Kernel k = gemm::resolve_kernel(kernel);
-  const bool vec = k == Kernel::kAvx2 || k == Kernel::kAvxVnni;
+  const bool vec = k != Kernel::kScalar;
   return vec && m_ >= 8 ? ConvAlgo::kNhwc : ConvAlgo::kPlanes;
 }
 
@@ -951,9 +952,10 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
         if (prove) eg.x_max = x_max_of_or(any);
         char* dst = sink ? grid_out : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
         if (gemm::cols_runs_supported(eg, kernel, vow)) {
-          // Non-negative activations on AVX2: the kernel reads the quad planes directly (no panel copies).
-          gemm::avx2::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, voh, vow, vcols, eg, dst, oh * ow,
-                                     par);
+          // The kernel reads the quad planes directly (no panel copies): AVX-512 VNNI, or non-negative activations
+          // on AVX2 (cols_runs.h).
+          gemm::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, voh, vow, vcols, eg, dst, oh * ow, par,
+                               kernel);
         } else {
           gemm::gemm_cols_source(
               packed_quad_[static_cast<size_t>(gi)], oh * ow,

@@ -15,10 +15,6 @@
 
 namespace ortquant::gemm {
 
-bool cols_runs_supported(const Epilogue& ep, Kernel kernel, int64_t ow) {
-  return ep.x_max >= 0 && ep.x_max <= 127 && ow > 0 && ow % 8 == 0 && resolve_kernel(kernel) == Kernel::kAvx2;
-}
-
 namespace avx2 {
 namespace {
 

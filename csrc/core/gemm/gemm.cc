@@ -7,6 +7,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/gemm/cols_runs.h"
 #include "core/gemm/kernels.h"
 #include "core/scratch.h"
 
@@ -325,6 +326,21 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
 void gemm_cols_source_proven(const PackedWeights& w, int64_t p, const ProvingPanelSource& source, const Epilogue& ep,
                              void* out, int64_t ldc, const Parallel& par, Kernel kernel) {
   cols_source_impl(w, p, nullptr, &source, ep, out, ldc, par, kernel);
+}
+
+bool cols_runs_supported(const Epilogue& ep, Kernel kernel, int64_t ow) {
+  switch (resolve_kernel(kernel)) {
+    case Kernel::kAvx2: return ep.x_max >= 0 && ep.x_max <= 127 && ow > 0 && ow % 8 == 0;
+    case Kernel::kAvx512Vnni: return ow >= 16;
+    default: return false;
+  }
+}
+
+void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t oh, int64_t ow, int64_t cols,
+                    const Epilogue& ep, void* out, int64_t ldc, const Parallel& par, Kernel kernel) {
+  if (!cols_runs_supported(ep, kernel, ow)) throw_error("gemm_cols_runs: this kernel cannot read these runs");
+  if (resolve_kernel(kernel) == Kernel::kAvx512Vnni) avx512vnni::gemm_cols_runs(w, runs, oh, ow, cols, ep, out, ldc, par);
+  else avx2::gemm_cols_runs(w, runs, oh, ow, cols, ep, out, ldc, par);
 }
 
 }  // namespace ortquant::gemm

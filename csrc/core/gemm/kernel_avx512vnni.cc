@@ -7,8 +7,12 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "core/simd.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "core/checked.h"
+#include "core/error.h"
+#include "core/gemm/cols_runs.h"
 #include "core/gemm/kernels.h"
 
 namespace ortquant::gemm::avx512vnni {
@@ -89,35 +93,56 @@ inline __m512i dp(__m512i acc, __m512i a, __m512i b) {
   if constexpr (MR > r && NV > v) res[r][v] = _mm512_add_epi32(c##r##v, d##r##v);
 #define OQ_OUT(r) OQ_OUT1(r, 0) OQ_OUT1(r, 1) OQ_OUT1(r, 2) OQ_OUT1(r, 3)
 
-template <bool kCols, int MR, int NV>
-void tile(const TileArgs& t) {
+// The pixel or weight operand of a tile read from a packed panel: vector v (16 lanes x 4 bytes) of k-group g + ahead.
+struct PanelSource {
+  const uint8_t* bp;
+  __m512i load(int v, int ahead) const { return _mm512_load_si512(bp + ahead * kPanel * 4 + 64 * v); }
+  void next(int groups) { bp += groups * kPanel * 4; }
+};
+
+// The pixel operand of a cols tile read in place from channel-quad runs (gemm_cols_runs): lane l of vector v is the
+// 4 bytes at runs[g] + off0[v] + 4 * l for the lanes of m0[v], and at runs[g] + off1[v] + 4 * l for those of m1[v]
+// (the pixels of the next output row when the vector crosses a row end); lanes in neither mask are 0 and never
+// stored.
+struct RunsSource {
+  const uint8_t* const* runs;
+  int64_t off0[4], off1[4];
+  __mmask16 m0[4], m1[4];
+  __m512i load(int v, int ahead) const {
+    const uint8_t* q = runs[ahead];
+    return _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32(m0[v], q + off0[v]), m1[v], q + off1[v]);
+  }
+  void next(int groups) { runs += groups; }
+};
+
+template <bool kCols, int MR, int NV, class Src>
+void tile(const TileArgs& t, Src src) {
   const __m512i z = _mm512_setzero_si512();
   OQ_ROWS(OQ_DECL)
   const auto* a = static_cast<const uint8_t*>(t.a);
-  const auto* bp = static_cast<const uint8_t*>(t.b);
   int64_t g = 0;
   if constexpr (MR * NV < 8) {
     // Too few accumulators to cover vpdpbusd's latency: a second set (dRV) takes every other k-group.
     for (; g + 2 <= t.kgroups; g += 2) {
       __m512i b0 = z, b1 = z, b2 = z, b3 = z, e0 = z, e1 = z, e2 = z, e3 = z;
-      if constexpr (NV > 0) b0 = _mm512_load_si512(bp), e0 = _mm512_load_si512(bp + kPanel * 4);
-      if constexpr (NV > 1) b1 = _mm512_load_si512(bp + 64), e1 = _mm512_load_si512(bp + kPanel * 4 + 64);
-      if constexpr (NV > 2) b2 = _mm512_load_si512(bp + 128), e2 = _mm512_load_si512(bp + kPanel * 4 + 128);
-      if constexpr (NV > 3) b3 = _mm512_load_si512(bp + 192), e3 = _mm512_load_si512(bp + kPanel * 4 + 192);
+      if constexpr (NV > 0) b0 = src.load(0, 0), e0 = src.load(0, 1);
+      if constexpr (NV > 1) b1 = src.load(1, 0), e1 = src.load(1, 1);
+      if constexpr (NV > 2) b2 = src.load(2, 0), e2 = src.load(2, 1);
+      if constexpr (NV > 3) b3 = src.load(3, 0), e3 = src.load(3, 1);
       OQ_ROWS(OQ_ROW2)
       a += 2 * kMR * 4;
-      bp += 2 * kPanel * 4;
+      src.next(2);
     }
   }
   for (; g < t.kgroups; ++g) {
     __m512i b0 = z, b1 = z, b2 = z, b3 = z;
-    if constexpr (NV > 0) b0 = _mm512_load_si512(bp);
-    if constexpr (NV > 1) b1 = _mm512_load_si512(bp + 64);
-    if constexpr (NV > 2) b2 = _mm512_load_si512(bp + 128);
-    if constexpr (NV > 3) b3 = _mm512_load_si512(bp + 192);
+    if constexpr (NV > 0) b0 = src.load(0, 0);
+    if constexpr (NV > 1) b1 = src.load(1, 0);
+    if constexpr (NV > 2) b2 = src.load(2, 0);
+    if constexpr (NV > 3) b3 = src.load(3, 0);
     OQ_ROWS(OQ_ROW)
     a += kMR * 4;
-    bp += kPanel * 4;
+    src.next(1);
   }
   __m512i res[MR][NV];
   OQ_ROWS(OQ_OUT)
@@ -138,32 +163,79 @@ void tile(const TileArgs& t) {
 #undef OQ_OUT1
 #undef OQ_OUT
 
-template <bool kCols, int MR>
-void tile_nv(const TileArgs& t) {
+template <bool kCols, int MR, class Src>
+void tile_nv(const TileArgs& t, const Src& src) {
   switch ((t.nr + 15) / 16) {
-    case 1: tile<kCols, MR, 1>(t); break;
-    case 2: tile<kCols, MR, 2>(t); break;
-    case 3: tile<kCols, MR, 3>(t); break;
-    default: tile<kCols, MR, 4>(t); break;
+    case 1: tile<kCols, MR, 1>(t, src); break;
+    case 2: tile<kCols, MR, 2>(t, src); break;
+    case 3: tile<kCols, MR, 3>(t, src); break;
+    default: tile<kCols, MR, 4>(t, src); break;
   }
 }
 
-template <bool kCols>
-void tile_any(const TileArgs& t) {
+template <bool kCols, class Src>
+void tile_any(const TileArgs& t, const Src& src) {
   static_assert(kMR == 6 && kPanel == 64, "tile shapes below assume a 6 x 64 tile");
   switch (t.mr) {
-    case 1: tile_nv<kCols, 1>(t); break;
-    case 2: tile_nv<kCols, 2>(t); break;
-    case 3: tile_nv<kCols, 3>(t); break;
-    case 4: tile_nv<kCols, 4>(t); break;
-    case 5: tile_nv<kCols, 5>(t); break;
-    default: tile_nv<kCols, 6>(t); break;
+    case 1: tile_nv<kCols, 1>(t, src); break;
+    case 2: tile_nv<kCols, 2>(t, src); break;
+    case 3: tile_nv<kCols, 3>(t, src); break;
+    case 4: tile_nv<kCols, 4>(t, src); break;
+    case 5: tile_nv<kCols, 5>(t, src); break;
+    default: tile_nv<kCols, 6>(t, src); break;
   }
 }
 
 }  // namespace
 
-void tile_rows(const TileArgs& t) { tile_any<false>(t); }
-void tile_cols(const TileArgs& t) { tile_any<true>(t); }
+void tile_rows(const TileArgs& t) { tile_any<false>(t, PanelSource{static_cast<const uint8_t*>(t.b)}); }
+void tile_cols(const TileArgs& t) { tile_any<true>(t, PanelSource{static_cast<const uint8_t*>(t.b)}); }
+
+void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t oh, int64_t ow, int64_t cols,
+                    const Epilogue& ep, void* out, int64_t ldc, const Parallel& par) {
+  if (w.layout != PackedWeights::Layout::kRowBlocks) throw_error("gemm_cols_runs needs weights packed as row blocks");
+  if (ow < 16) throw_error("gemm_cols_runs: AVX-512 runs need output rows of at least 16 pixels");
+  const int64_t p = checked_mul(oh, ow, "gemm_cols_runs pixels");
+  if (w.n == 0 || p == 0) return;
+  const int64_t mb = w.blocks(), kg = w.kgroups;
+  const int64_t panels = (p + kPanel - 1) / kPanel;
+  const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
+  // Tasks of about 1M multiply-adds over whole 64-pixel panels (the packed path's split when panels are many).
+  const int64_t tasks = std::clamp<int64_t>(work >> 20, 1, std::min<int64_t>(panels, 64));
+  const size_t es = out_elem_size(ep.kind);
+  par(static_cast<size_t>(tasks), [&](size_t task) {
+    const int64_t q0 = panels * static_cast<int64_t>(task) / tasks, q1 = panels * static_cast<int64_t>(task + 1) / tasks;
+    TileArgs args;
+    args.kgroups = kg;
+    args.ep = &ep;
+    args.ldc = ldc;
+    args.no_min = w.no_min;
+    RunsSource src{};
+    src.runs = runs;
+    for (int64_t q = q0; q < q1; ++q) {
+      const int64_t c0 = q * kPanel, n = std::min<int64_t>(kPanel, p - c0);
+      // Vector v covers pixels c0 + 16 v ... : the part left in its output row from off0, the rest (fewer than 16
+      // <= ow pixels) from the start of the next row.
+      for (int v = 0; v < 4; ++v) {
+        const int64_t first = c0 + 16 * v, lanes = std::clamp<int64_t>(n - 16 * v, 0, 16);
+        const int64_t y = first / ow, x = first % ow, here = std::min<int64_t>(lanes, ow - x);
+        src.off0[v] = 4 * (y * cols + x);
+        src.m0[v] = lane_mask(static_cast<int>(here));
+        src.off1[v] = 4 * ((y + 1) * cols - here);
+        src.m1[v] = static_cast<__mmask16>(lane_mask(static_cast<int>(lanes)) & ~src.m0[v]);
+      }
+      args.nr = static_cast<int>(n);
+      for (int64_t blk = 0; blk < mb; ++blk) {
+        const int64_t r0 = blk * kMR;
+        args.a = w.data.data() + blk * kg * kMR * 4;
+        args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
+        args.corr = w.corr.data() + r0;
+        args.bias = ep.bias ? ep.bias + r0 : nullptr;
+        args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
+        tile_any<true>(args, src);
+      }
+    }
+  });
+}
 
 }  // namespace ortquant::gemm::avx512vnni

@@ -850,14 +850,19 @@ void Conv2d::run_raw_bands(const int8_t* x, const Shape& xs, const Epilogue& ep,
                            planes + 4 * q0 * bplane);
         });
         const int64_t pb = (y1 - y0) * ow;
-        gemm::gemm_cols_source(
-            packed_quad_[static_cast<size_t>(gi)], pb,
-            [&](int64_t q, uint8_t* scratch) {
-              const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, pb - p0);
-              pack_panel_quads(runs, kgroups, p0, np, ow, cols, scratch);
-              return static_cast<const uint8_t*>(scratch);
-            },
-            eg, sums, pb, par, kernel);
+        if (gemm::cols_runs_supported(eg, kernel, ow)) {
+          gemm::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, y1 - y0, ow, cols, eg, sums, pb, par,
+                               kernel);
+        } else {
+          gemm::gemm_cols_source(
+              packed_quad_[static_cast<size_t>(gi)], pb,
+              [&](int64_t q, uint8_t* scratch) {
+                const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, pb - p0);
+                pack_panel_quads(runs, kgroups, p0, np, ow, cols, scratch);
+                return static_cast<const uint8_t*>(scratch);
+              },
+              eg, sums, pb, par, kernel);
+        }
         sink(b, gi, y0, y1, sums);
       }
     }

@@ -104,13 +104,16 @@ struct PanelSource {
 // 4 bytes at runs[g] + off0[v] + 4 * l for the lanes of m0[v], and at runs[g] + off1[v] + 4 * l for those of m1[v]
 // (the pixels of the next output row when the vector crosses a row end); lanes in neither mask are 0 and never
 // stored.
-struct RunsSource {
+// kCross: some vector crosses a row end (else the second load is left out).
+template <bool kCross>
+struct RunsSource {  // standard layout, the same for both kCross
   const uint8_t* const* runs;
   int64_t off0[4], off1[4];
   __mmask16 m0[4], m1[4];
   __m512i load(int v, int ahead) const {
     const uint8_t* q = runs[ahead];
-    return _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32(m0[v], q + off0[v]), m1[v], q + off1[v]);
+    const __m512i x = _mm512_maskz_loadu_epi32(m0[v], q + off0[v]);
+    return kCross ? _mm512_mask_loadu_epi32(x, m1[v], q + off1[v]) : x;
   }
   void next(int groups) { runs += groups; }
 };
@@ -210,7 +213,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
     args.ep = &ep;
     args.ldc = ldc;
     args.no_min = w.no_min;
-    RunsSource src{};
+    RunsSource<true> src{};
     src.runs = runs;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel, n = std::min<int64_t>(kPanel, p - c0);
@@ -225,6 +228,9 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
         src.m1[v] = static_cast<__mmask16>(lane_mask(static_cast<int>(lanes)) & ~src.m0[v]);
       }
       args.nr = static_cast<int>(n);
+      const bool cross = (src.m1[0] | src.m1[1] | src.m1[2] | src.m1[3]) != 0;
+      RunsSource<false> within;
+      std::memcpy(&within, &src, sizeof within);
       for (int64_t blk = 0; blk < mb; ++blk) {
         const int64_t r0 = blk * kMR;
         args.a = w.data.data() + blk * kg * kMR * 4;
@@ -232,7 +238,8 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
         args.corr = w.corr.data() + r0;
         args.bias = ep.bias ? ep.bias + r0 : nullptr;
         args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
-        tile_any<true>(args, src);
+        if (cross) tile_any<true>(args, src);
+        else tile_any<true>(args, within);
       }
     }
   });

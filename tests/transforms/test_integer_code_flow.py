@@ -178,6 +178,42 @@ def test_regions_that_cannot_carry_codes_stay_float(model):
     assert ops.count("Quant") >= 3
 
 
+def _upsample(signed: int, pool: bool) -> onnx.ModelProto:
+    """x -> Quant -> conv a -> Quant(A: 8 bits) -> [MaxPool 2x2 ->] Resize x2 (nearest) -> conv b (padded) -> y:
+    the upsampling of ESPCN-style networks. Unsigned 8-bit A (values 0 .. 255) has no codes in [-128, 127] as they
+    are: integer mode stores a - 128 and pads conv b with the stored code of 0, -128."""
+    nodes, inits = [], []
+    n, i = _quant("x", "xq", 0.0625)
+    cn, ci = _conv("xq", "ya", 3, 8, 11)
+    nodes += [n, *cn]
+    inits += i + ci
+    n, i = _quant("ya", "qa", 0.01, bits=8, signed=signed)
+    nodes.append(n)
+    inits += i
+    src = "qa"
+    if pool:
+        nodes.append(helper.make_node("MaxPool", ["qa"], ["pa"], name="pool", kernel_shape=[2, 2], strides=[2, 2]))
+        src = "pa"
+    inits += [_init("roi", np.zeros(0)), _init("scales", [1.0, 1.0, 2.0, 2.0])]
+    nodes.append(helper.make_node("Resize", [src, "roi", "scales"], ["ra"], name="up", mode="nearest",
+                                  coordinate_transformation_mode="asymmetric", nearest_mode="floor"))  # fmt: skip
+    cn, ci = _conv("ra", "y", 8, 3, 12)
+    nodes += cn
+    inits += ci
+    return _model(nodes, inits, 3, 8, 12, ["y"])
+
+
+@pytest.mark.parametrize("pool", [False, True], ids=["resize", "pool-resize"])
+@pytest.mark.parametrize("signed", [0, 1], ids=["unsigned8", "signed8"])
+def test_eight_bit_codes_through_resize(signed: int, pool: bool):
+    prepared = _check_same_bits(_upsample(signed, pool))
+    ops = _ops(prepared)
+    assert "Quant" not in ops and ops.count("QConvCodes") == 1 and ops.count("QConv") == 1
+    assert ("MaxPoolCodes" in ops) == pool and "MaxPool" not in ops
+    up = next(n for n in prepared.graph.node if n.op_type == "Resize")
+    assert up.output[0].endswith("__codes")
+
+
 def test_maxpool_codes_rejects_bad_input():
     g = helper.make_graph(
         [helper.make_node("MaxPoolCodes", ["x"], ["y"], domain="ortquant.integer", kernel_shape=[3, 3])],

@@ -52,13 +52,16 @@ class _NoRegionError(Exception):
 
 def _stored(act: dict[str, object]) -> tuple[int, int, int]:
     """(offset, lowest a, highest a) of the quantizer's values a = q - z as integer mode stores them, c = a - offset
-    (QConv's nonneg_codes: offset = min(a) when every a and 0 lie within 127 of each other, else 0)."""
+    (the library's make_act_quant then nonneg_codes: offset = min(a) when every a and 0 lie within 127 of each other,
+    else 0 when every a is an int8, else min(a) + 128, e.g. 128 for an unsigned 8-bit quantizer with zero point 0)."""
     bits, signed, narrow = int(act["act_bits"]), int(act["act_signed"]), int(act["act_narrow"])  # type: ignore[call-overload]
     z = int(float(act["act_zeropt"]))  # type: ignore[arg-type]
     lo, hi = (-(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1) if signed else (0, 2**bits - 1 - narrow)
     vmin, vmax = lo - z, hi - z
     lo0, hi0 = min(vmin, 0), max(vmax, 0)
-    return (lo0 if hi0 - lo0 <= 127 else 0), vmin, vmax
+    if hi0 - lo0 <= 127:
+        return lo0, vmin, vmax
+    return (0 if -128 <= vmin and vmax <= 127 else vmin + 128), vmin, vmax
 
 
 def _quantize(x: np.ndarray, act: dict[str, object]) -> np.ndarray:

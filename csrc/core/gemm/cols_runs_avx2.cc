@@ -178,14 +178,9 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   const int64_t units = (p + unit - 1) / unit;
   const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
   const int64_t tasks = std::clamp<int64_t>(work >> 20, 1, std::min<int64_t>(units, 64));
-  const size_t es = out_elem_size(ep.kind);
   par(static_cast<size_t>(tasks), [&](size_t task) {
     const int64_t u0 = units * static_cast<int64_t>(task) / tasks, u1 = units * static_cast<int64_t>(task + 1) / tasks;
-    TileArgs args;
-    args.kgroups = kg;
-    args.ep = &ep;
-    args.ldc = ldc;
-    args.no_min = w.no_min;
+    TileArgs args = call_args(w, ep, ldc);
     args.nonneg_flush = flush;
     args.shift = shift;
     int64_t pos[kPanel / 8];
@@ -198,12 +193,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
       }
       args.nr = static_cast<int>(n);
       for (int64_t blk = 0; blk < mb; ++blk) {
-        const int64_t r0 = blk * kMR;
-        args.a = w.data.data() + blk * kg * kMR * 4;
-        args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
-        args.corr = w.corr.data() + r0;
-        args.bias = ep.bias ? ep.bias + r0 : nullptr;
-        args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
+        set_weight_block(args, w, blk, out, c0);
         if (flush == 1) tile_runs_any<true>(args, runs, pos, chunks);
         else tile_runs_any<false>(args, runs, pos, chunks);
       }

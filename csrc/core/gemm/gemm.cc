@@ -259,7 +259,6 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
   int64_t tw, tp;
   split(w.n * p * std::max<int64_t>(w.k, 1), mb, pp, &tw, &tp);
   if (pp >= 8) tw = 1;
-  const size_t es = out_elem_size(ep.kind);
   const int64_t panel_bytes = std::max<int64_t>(kg * kPanel * 4, 64);
   const int32_t flush = nonneg_flush(ep, w);
   const int32_t biased = biased_flush(w);
@@ -275,11 +274,7 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
     const int64_t q0 = pp * ip / tp, q1 = pp * (ip + 1) / tp;
     const int64_t b0 = mb * iw / tw, b1 = mb * (iw + 1) / tw;
     uint8_t* mine = scratch + static_cast<int64_t>(task) * panel_bytes;
-    TileArgs args;
-    args.kgroups = kg;
-    args.ep = &ep;
-    args.ldc = ldc;
-    args.no_min = w.no_min;
+    TileArgs args = call_args(w, ep, ldc);
     args.nonneg_flush = flush;
     args.biased_flush = biased;
     args.shift = shift;
@@ -304,12 +299,7 @@ void cols_source_impl(const PackedWeights& w, int64_t p, const PanelSource* sour
         args.xneg = xneg;
       }
       for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t r0 = blk * kMR;
-        args.a = w.data.data() + blk * kg * kMR * 4;
-        args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
-        args.corr = w.corr.data() + r0;
-        args.bias = ep.bias ? ep.bias + r0 : nullptr;
-        args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
+        set_weight_block(args, w, blk, out, c0);
         fn(args);
       }
     }

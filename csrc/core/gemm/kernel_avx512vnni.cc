@@ -200,19 +200,14 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   if (ow < 16) throw_error("gemm_cols_runs: AVX-512 runs need output rows of at least 16 pixels");
   const int64_t p = checked_mul(oh, ow, "gemm_cols_runs pixels");
   if (w.n == 0 || p == 0) return;
-  const int64_t mb = w.blocks(), kg = w.kgroups;
+  const int64_t mb = w.blocks();
   const int64_t panels = (p + kPanel - 1) / kPanel;
   const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
   // Tasks of about 1M multiply-adds over whole 64-pixel panels (the packed path's split when panels are many).
   const int64_t tasks = std::clamp<int64_t>(work >> 20, 1, std::min<int64_t>(panels, 64));
-  const size_t es = out_elem_size(ep.kind);
   par(static_cast<size_t>(tasks), [&](size_t task) {
     const int64_t q0 = panels * static_cast<int64_t>(task) / tasks, q1 = panels * static_cast<int64_t>(task + 1) / tasks;
-    TileArgs args;
-    args.kgroups = kg;
-    args.ep = &ep;
-    args.ldc = ldc;
-    args.no_min = w.no_min;
+    TileArgs args = call_args(w, ep, ldc);
     RunsSource<true> src{};
     src.runs = runs;
     for (int64_t q = q0; q < q1; ++q) {
@@ -232,12 +227,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
       RunsSource<false> within;
       std::memcpy(&within, &src, sizeof within);
       for (int64_t blk = 0; blk < mb; ++blk) {
-        const int64_t r0 = blk * kMR;
-        args.a = w.data.data() + blk * kg * kMR * 4;
-        args.mr = static_cast<int>(std::min<int64_t>(kMR, w.n - r0));
-        args.corr = w.corr.data() + r0;
-        args.bias = ep.bias ? ep.bias + r0 : nullptr;
-        args.out = static_cast<char*>(out) + (r0 * ldc + c0) * static_cast<int64_t>(es);
+        set_weight_block(args, w, blk, out, c0);
         if (cross) tile_any<true>(args, src);
         else tile_any<true>(args, within);
       }

@@ -42,6 +42,27 @@ struct TileArgs {
 
 using TileFn = void (*)(const TileArgs&);
 
+// The fields of TileArgs that one GEMM call keeps for every tile (either orientation); the rest are per tile.
+inline TileArgs call_args(const PackedWeights& w, const Epilogue& ep, int64_t ldc) {
+  TileArgs t{};
+  t.kgroups = w.kgroups;
+  t.ep = &ep;
+  t.ldc = ldc;
+  t.no_min = w.no_min;
+  return t;
+}
+
+// A cols tile's weight fields: block blk of w (kRowBlocks: kMR rows of w.kgroups k-groups), its rows' corrections
+// and bias, and its output at row blk * kMR, column c0 of out (elements of ep.kind, row stride t.ldc).
+inline void set_weight_block(TileArgs& t, const PackedWeights& w, int64_t blk, void* out, int64_t c0) {
+  const int64_t r0 = blk * kMR;
+  t.a = w.data.data() + blk * w.kgroups * kMR * 4;
+  t.mr = static_cast<int>(w.n - r0 < kMR ? w.n - r0 : kMR);
+  t.corr = w.corr.data() + r0;
+  t.bias = t.ep->bias ? t.ep->bias + r0 : nullptr;
+  t.out = static_cast<char*>(out) + (r0 * t.ldc + c0) * static_cast<int64_t>(out_elem_size(t.ep->kind));
+}
+
 #define ORTQUANT_GEMM_DECLARE(ns)       \
   namespace ns {                        \
   void tile_rows(const TileArgs& t);    \

@@ -26,8 +26,46 @@ inline int32_t load_i32(const void* p) {
 
 #include "core/gemm/epilogue_avx512.inc"
 
+// The integer kinds when TileArgs::shift >= 0: the requantization in int32 (store16_shift).
+template <bool kCols, int MR, int NV, OutKind K>
+void epilogue_shift(const TileArgs& t, __m512i (&acc)[MR][NV]) {
+  const size_t es = out_elem_size(K);
+  const uint32_t half = t.shift > 0 ? uint32_t{1} << (t.shift - 1) : 0;
+  const __m128i sh = _mm_cvtsi32_si128(t.shift);
+  const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(t.ep->lo));
+  const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(t.ep->hi));
+  if constexpr (kCols) {
+    for (int r = 0; r < MR; ++r) {
+      const uint32_t k = static_cast<uint32_t>(t.bias ? t.bias[r] : 0) + half - static_cast<uint32_t>(t.corr[r]);
+      const __m512i bh = _mm512_set1_epi32(static_cast<int32_t>(k));
+      char* row = static_cast<char*>(t.out) + r * t.ldc * static_cast<int64_t>(es);
+      for (int v = 0; v < NV; ++v) {
+        const int n = t.nr - 16 * v;
+        if (n <= 0) break;
+        store16_shift<K>(acc[r][v], bh, sh, lo, hi, row + 16 * v * es, lane_mask(n));
+      }
+    }
+  } else {
+    for (int v = 0; v < NV; ++v) {
+      const int n = t.nr - 16 * v;
+      if (n <= 0) break;
+      const __mmask16 m = lane_mask(n);
+      __m512i bh = _mm512_sub_epi32(_mm512_set1_epi32(static_cast<int32_t>(half)),
+                                    _mm512_loadu_si512(t.corr + 16 * v));  // padded to whole panels
+      if (t.bias) bh = _mm512_add_epi32(bh, _mm512_maskz_loadu_epi32(m, t.bias + 16 * v));
+      for (int r = 0; r < MR; ++r) {
+        char* dst = static_cast<char*>(t.out) + (r * t.ldc + 16 * v) * static_cast<int64_t>(es);
+        store16_shift<K>(acc[r][v], bh, sh, lo, hi, dst, m);
+      }
+    }
+  }
+}
+
 template <bool kCols, int MR, int NV, OutKind K>
 void epilogue(const TileArgs& t, __m512i (&acc)[MR][NV]) {
+  if constexpr (K == OutKind::kInt8 || K == OutKind::kInt16 || K == OutKind::kInt32) {
+    if (t.shift >= 0) return epilogue_shift<kCols, MR, NV, K>(t, acc);
+  }
   const Consts c(*t.ep);
   const bool divide = t.ep->fdiv != 0.0;
   const size_t es = out_elem_size(K);
@@ -201,6 +239,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   const int64_t p = checked_mul(oh, ow, "gemm_cols_runs pixels");
   if (w.n == 0 || p == 0) return;
   const int64_t mb = w.blocks();
+  const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   const int64_t panels = (p + kPanel - 1) / kPanel;
   const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
   // Tasks of about 1M multiply-adds over whole 64-pixel panels (the packed path's split when panels are many).
@@ -208,6 +247,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   par(static_cast<size_t>(tasks), [&](size_t task) {
     const int64_t q0 = panels * static_cast<int64_t>(task) / tasks, q1 = panels * static_cast<int64_t>(task + 1) / tasks;
     TileArgs args = call_args(w, ep, ldc);
+    args.shift = shift;
     RunsSource<true> src{};
     src.runs = runs;
     for (int64_t q = q0; q < q1; ++q) {

@@ -31,7 +31,7 @@ template <bool kCols, int MR, int NV, OutKind K>
 void epilogue_shift(const TileArgs& t, __m512i (&acc)[MR][NV]) {
   const size_t es = out_elem_size(K);
   const uint32_t half = t.shift > 0 ? uint32_t{1} << (t.shift - 1) : 0;
-  const __m128i sh = _mm_cvtsi32_si128(t.shift);
+  const __m512i sh = _mm512_set1_epi32(t.shift);
   const __m512i lo = _mm512_set1_epi32(static_cast<int32_t>(t.ep->lo));
   const __m512i hi = _mm512_set1_epi32(static_cast<int32_t>(t.ep->hi));
   if constexpr (kCols) {

@@ -176,8 +176,7 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
       std::clamp<int64_t>((16 << 10) / (32 * std::max<int64_t>(kg, 1)), 2, kPanel / 8) & ~int64_t{1};
   const int64_t unit = 8 * chunks_per_unit;
   const int64_t units = (p + unit - 1) / unit;
-  const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
-  const int64_t tasks = std::clamp<int64_t>(work >> 20, 1, std::min<int64_t>(units, 64));
+  const int64_t tasks = runs_tasks(w, p, units);
   par(static_cast<size_t>(tasks), [&](size_t task) {
     const int64_t u0 = units * static_cast<int64_t>(task) / tasks, u1 = units * static_cast<int64_t>(task + 1) / tasks;
     TileArgs args = call_args(w, ep, ldc);

@@ -143,15 +143,18 @@ struct PanelSource {
 // (the pixels of the next output row when the vector crosses a row end); lanes in neither mask are 0 and never
 // stored.
 // kCross: some vector crosses a row end (else the second load is left out).
-template <bool kCross>
-struct RunsSource {  // standard layout, the same for both kCross
-  const uint8_t* const* runs;
+struct RunsPos {
   int64_t off0[4], off1[4];
   __mmask16 m0[4], m1[4];
+};
+template <bool kCross>
+struct RunsSource {
+  const uint8_t* const* runs;
+  RunsPos pos;
   __m512i load(int v, int ahead) const {
     const uint8_t* q = runs[ahead];
-    const __m512i x = _mm512_maskz_loadu_epi32(m0[v], q + off0[v]);
-    return kCross ? _mm512_mask_loadu_epi32(x, m1[v], q + off1[v]) : x;
+    const __m512i x = _mm512_maskz_loadu_epi32(pos.m0[v], q + pos.off0[v]);
+    return kCross ? _mm512_mask_loadu_epi32(x, pos.m1[v], q + pos.off1[v]) : x;
   }
   void next(int groups) { runs += groups; }
 };
@@ -241,35 +244,30 @@ void gemm_cols_runs(const PackedWeights& w, const uint8_t* const* runs, int64_t 
   const int64_t mb = w.blocks();
   const int shift = exact_shift(ep, ep.bias, w.n, w.k);
   const int64_t panels = (p + kPanel - 1) / kPanel;
-  const int64_t work = w.n * p * std::max<int64_t>(w.k, 1);
-  // Tasks of about 1M multiply-adds over whole 64-pixel panels (the packed path's split when panels are many).
-  const int64_t tasks = std::clamp<int64_t>(work >> 20, 1, std::min<int64_t>(panels, 64));
+  const int64_t tasks = runs_tasks(w, p, panels);
   par(static_cast<size_t>(tasks), [&](size_t task) {
     const int64_t q0 = panels * static_cast<int64_t>(task) / tasks, q1 = panels * static_cast<int64_t>(task + 1) / tasks;
     TileArgs args = call_args(w, ep, ldc);
     args.shift = shift;
-    RunsSource<true> src{};
-    src.runs = runs;
     for (int64_t q = q0; q < q1; ++q) {
       const int64_t c0 = q * kPanel, n = std::min<int64_t>(kPanel, p - c0);
       // Vector v covers pixels c0 + 16 v ... : the part left in its output row from off0, the rest (fewer than 16
       // <= ow pixels) from the start of the next row.
+      RunsPos pos;
       for (int v = 0; v < 4; ++v) {
         const int64_t first = c0 + 16 * v, lanes = std::clamp<int64_t>(n - 16 * v, 0, 16);
         const int64_t y = first / ow, x = first % ow, here = std::min<int64_t>(lanes, ow - x);
-        src.off0[v] = 4 * (y * cols + x);
-        src.m0[v] = lane_mask(static_cast<int>(here));
-        src.off1[v] = 4 * ((y + 1) * cols - here);
-        src.m1[v] = static_cast<__mmask16>(lane_mask(static_cast<int>(lanes)) & ~src.m0[v]);
+        pos.off0[v] = 4 * (y * cols + x);
+        pos.m0[v] = lane_mask(static_cast<int>(here));
+        pos.off1[v] = 4 * ((y + 1) * cols - here);
+        pos.m1[v] = static_cast<__mmask16>(lane_mask(static_cast<int>(lanes)) & ~pos.m0[v]);
       }
       args.nr = static_cast<int>(n);
-      const bool cross = (src.m1[0] | src.m1[1] | src.m1[2] | src.m1[3]) != 0;
-      RunsSource<false> within;
-      std::memcpy(&within, &src, sizeof within);
+      const bool cross = (pos.m1[0] | pos.m1[1] | pos.m1[2] | pos.m1[3]) != 0;
       for (int64_t blk = 0; blk < mb; ++blk) {
         set_weight_block(args, w, blk, out, c0);
-        if (cross) tile_any<true>(args, src);
-        else tile_any<true>(args, within);
+        if (cross) tile_any<true>(args, RunsSource<true>{runs, pos});
+        else tile_any<true>(args, RunsSource<false>{runs, pos});
       }
     }
   });

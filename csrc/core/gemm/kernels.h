@@ -1,6 +1,7 @@
 // Micro-kernels of the GEMM engine, one set per instruction set (kernel_<isa>.cc). Each computes one register
 // tile over the whole reduction and applies the epilogue in registers, writing the final output directly.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 
 #include "core/gemm/epilogue.h"
@@ -41,6 +42,12 @@ struct TileArgs {
 };
 
 using TileFn = void (*)(const TileArgs&);
+
+// Tasks of a gemm_cols_runs call over p pixels in `units` pixel units: about 1M multiply-adds each, at most one
+// per unit and 64 in all.
+inline int64_t runs_tasks(const PackedWeights& w, int64_t p, int64_t units) {
+  return std::clamp<int64_t>((w.n * p * std::max<int64_t>(w.k, 1)) >> 20, 1, std::min<int64_t>(units, 64));
+}
 
 // The fields of TileArgs that one GEMM call keeps for every tile (either orientation); the rest are per tile.
 inline TileArgs call_args(const PackedWeights& w, const Epilogue& ep, int64_t ldc) {

@@ -152,3 +152,60 @@ def test_qconv_without_output_channels_before_a_pool_names_the_node():
     with pytest.raises(ORT_ERRORS, match="no output channel") as e:
         run_model(model, feeds)
     assert "qconv_node" in str(e.value)
+
+
+@pytest.mark.parametrize("op", ["QConv", "QGemm", "QuantCodes"])
+def test_act_check_takes_values_on_the_grid_and_names_the_declaration_otherwise(op):
+    """act_check (a grid a graph input's declared type promises): values within 0.01 of a step of the quantizer's
+    grid give the same output as without the check; a value further off, or a code outside the quantizer's range,
+    is an error naming the value and the declaration instead of a rounded (or clamped) code."""
+    rng = np.random.default_rng(11)
+    act = {"act_scale": 0.5, "act_zeropt": 2.0, "act_bits": 4, "act_signed": 0}  # values 0.5 * (q - 2), q in [0, 15]
+    declared = "input 'pixels' (finn_datatype UINT4)"
+    codes = rng.integers(0, 16, (1, 3, 5, 5))
+    x = (0.5 * (codes - 2)).astype(np.float32)
+    w = rng.integers(-7, 8, (4, 3, 3, 3)).astype(np.int8)
+    s, b = rng.random(4) * 1e-2, rng.standard_normal(4)
+    if op == "QConv":
+        ins, const = [x, w, s, b], [False, True, True, True]
+    elif op == "QGemm":
+        x = x.reshape(15, 5)
+        ins, const = [x, w.reshape(4, 27)[:, :5].copy(), s, b], [False, True, True, True]
+    else:
+        ins, const = [x], [False]
+    plain, feeds = make_node_model(op, D, ins, const=const, attrs=act)
+    checked, _ = make_node_model(op, D, ins, const=const, attrs={**act, "act_check": declared})
+    (want,) = run_model(plain, feeds)
+    near = dict(feeds)
+    key = next(iter(feeds))
+    near[key] = feeds[key].copy()
+    near[key].flat[[0, 7]] += np.float32([0.004, -0.004])  # 0.008 of a step: still the code
+    (got,) = run_model(checked, near)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    for bad, shown in ((0.5 * 0.3, "at flat index 7"), (0.5 * 20, "at flat index 7")):  # off a step; above q = 15
+        off = dict(feeds)
+        off[key] = feeds[key].copy()
+        off[key].flat[7] = np.float32(bad)
+        with pytest.raises(ORT_ERRORS, match=r"(?s)input X holds .*" + shown + r".*q an integer in \[0, 15\].*"
+                           r"declares input 'pixels' \(finn_datatype UINT4\)"):  # fmt: skip
+            run_model(checked, off)
+        (unchecked,) = run_model(plain, off)  # without the check the op rounds (or clamps): no error
+        assert unchecked.shape == want.shape
+
+
+def test_act_check_of_a_bipolar_quantizer():
+    """With act_bipolar the grid is {-s, s}: +-s (within 0.01 of a step) pass, 0 or 0.5 s is an error."""
+    rng = np.random.default_rng(12)
+    act = {"act_scale": 0.5, "act_bipolar": 1, "xnor": 0, "act_check": "input 'x' (finn_datatype BIPOLAR)"}
+    x = np.where(rng.random((6, 16)) < 0.5, -0.5, 0.5).astype(np.float32)
+    w = rng.integers(-3, 4, (5, 16)).astype(np.int8)
+    s, b = rng.random(5) * 1e-2, rng.standard_normal(5)
+    model, feeds = make_node_model("QGemm", D, [x, w, s, b], const=[False, True, True, True], attrs=act)
+    (y,) = run_model(model, feeds)
+    want = ref.qgemm(x, w, s, b, scale=0.5, bipolar=True)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+    for bad in (0.0, 0.25):
+        off = {k: v.copy() for k, v in feeds.items()}
+        next(iter(off.values())).flat[5] = bad
+        with pytest.raises(ORT_ERRORS, match="at flat index 5"):
+            run_model(model, off)

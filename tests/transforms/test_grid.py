@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
 from ortquant.transforms.channels_last import rewrite_channels_last
-from ortquant.transforms.grid import Grid, infer_grids, layer_grids
+from ortquant.transforms.grid import Grid, declared_grid, infer_grids, layer_grids
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 
 Q = "qonnx.custom_op.general"
@@ -224,6 +224,72 @@ def test_maxpool_resize_im2col() -> None:
     _check(_model(nodes, inits, [1, 2, 4, 4]), _x([1, 2, 4, 4]), want)
 
 
+def test_maxpool_nhwc_keeps_grids_that_do_not_vary_spatially() -> None:
+    """QONNX's MaxPoolNHWC (channels last): per tensor, and per channel along the last axis, the input's grid."""
+    nodes, inits, _ = _pc_quant()
+    nodes += [helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 3, 1]),
+              helper.make_node("MaxPoolNHWC", ["t"], ["mp"], domain=Q, kernel_shape=[2, 2], strides=[2, 2],
+                               pads=[0, 0, 0, 0]),
+              _quant("x", "a1", "s1", "z1", "b1"), helper.make_node("Transpose", ["a1"], ["ta"], perm=[0, 2, 3, 1]),
+              helper.make_node("MaxPoolNHWC", ["ta"], ["mpa"], domain=Q, kernel_shape=[2, 2], strides=[2, 2],
+                               pads=[0, 0, 0, 0])]  # fmt: skip
+    inits.update({"s1": F32(0.25), "z1": F32(0), "b1": F32(4)})
+    m = _model(nodes, inits, [1, 3, 4, 4])
+    grids = infer_grids(m)
+    assert grids["mp"].scale.shape == (1, 1, 1, 3) and (grids["mp"].lo, grids["mp"].hi) == (-8, 7)
+    assert grids["mpa"].per_tensor and float(grids["mpa"].scale) == 0.25
+    values = _values(m, _x([1, 3, 4, 4], 2.0))
+    _on_grid(values["mp"], grids["mp"])
+    _on_grid(values["mpa"], grids["mpa"])
+    per_spatial = Grid(np.full((1, 1, 2, 1), 0.5), np.zeros(()), -8, 7)  # varies along a pooled axis: none
+    ctx_model = _model([helper.make_node("MaxPoolNHWC", ["x"], ["o"], domain=Q, kernel_shape=[2, 2])], {}, [1, 2, 2, 3])
+    from ortquant.transforms.grid import Context, rule_maxpool_nhwc
+
+    assert rule_maxpool_nhwc(ctx_model.graph.node[0], [per_spatial], Context(ctx_model)) is None
+
+
+@pytest.mark.parametrize(
+    ("datatype", "want"),
+    [("UINT8", (1.0, 0, 255)), ("INT4", (1.0, -8, 7)), ("BIPOLAR", (1.0, -1, 1)), ("BINARY", (1.0, 0, 1)),
+     ("TERNARY", (1.0, -1, 1)), ("FIXED<8,3>", (2.0**-5, -128, 127)), ("UINT1", (1.0, 0, 1)),
+     ("FLOAT32", None), ("SCALEDINT<8>", None), ("FLOAT<4,3,7>", None), ("INT64x", None), ("FIXED<4,6>", None)],
+)  # fmt: skip
+def test_declared_datatypes(datatype: str, want: tuple[float, int, int] | None) -> None:
+    g = declared_grid(datatype)
+    if want is None:
+        assert g is None
+        return
+    assert g is not None and (float(g.scale), float(g.zero_point), g.lo, g.hi) == (want[0], 0.0, want[1], want[2])
+
+
+def _annotate(m: onnx.ModelProto, tensor: str, datatype: str) -> onnx.ModelProto:
+    a = m.graph.quantization_annotation.add()
+    a.tensor_name = tensor
+    kv = a.quant_parameter_tensor_names.add()
+    kv.key, kv.value = "finn_datatype", datatype
+    return m
+
+
+def test_declared_graph_input_is_a_marked_source() -> None:
+    """A graph input annotated BIPOLAR is on [-1, 1] (a promise: ``declared`` names it); what is computed from it
+    (x + 1, then / 2: the UNSW-NB15 MLP's input) carries the mark; a Quant's grid does not. Without the annotation,
+    or annotated FLOAT32, the input is on no grid."""
+    nodes = [helper.make_node("Add", ["x", "one"], ["p"]), helper.make_node("Div", ["p", "two"], ["h"]),
+             _quant("x", "q", "s", "z", "b")]  # fmt: skip
+    inits = {"one": F32(1), "two": F32(2), "s": F32(0.5), "z": F32(0), "b": F32(4)}
+    m = _annotate(_model(nodes, inits, [2, 16]), "x", "BIPOLAR")
+    x = np.where(np.random.default_rng(3).random((2, 16)) < 0.5, -1, 1).astype(np.float32)
+    _check(m, x, {"p": (1.0, 0.0, 0, 2), "h": (0.5, 0.0, 0, 2), "q": (0.5, 0.0, -8, 7)})
+    grids = infer_grids(m)
+    assert (float(grids["x"].scale), grids["x"].lo, grids["x"].hi) == (1.0, -1, 1)
+    for name in ("x", "p", "h"):
+        assert grids[name].declared == "'x' (finn_datatype BIPOLAR)", grids[name]
+        assert "declared by input 'x'" in str(grids[name])
+    assert grids["q"].declared == ""
+    assert "x" not in infer_grids(_model(nodes, inits, [2, 16]))
+    assert "x" not in infer_grids(_annotate(_model(nodes, inits, [2, 16]), "x", "FLOAT32"))
+
+
 def test_concat_of_equal_grids_only() -> None:
     nodes = [_quant("x", "a", "s", "z", "b4"), _quant("x", "c", "s", "z", "b6"), _quant("x", "d", "s2", "z", "b4"),
              helper.make_node("Concat", ["a", "c"], ["y"], axis=1),
@@ -387,7 +453,10 @@ def test_realworld_layers_on_grids() -> None:
         assert per_model[name][0] == per_model[name][1], (name, per_model[name])
     # the subpixel ESPCN's first layer reads the float graph input; the resize one's reads a Quant after a Relu
     assert per_model["qonnx_espcn_subpixel_w4a4"] == (3, 4) and per_model["qonnx_espcn_nn_resize_w4a4"] == (4, 4)
-    assert on >= 185, (on, total)
+    # FINN's streamlined GTSRB: MultiThreshold -> MaxPoolNHWC -> Im2Col -> MatMul; inputs declared UINT8 / BIPOLAR
+    for name in ("labs_gtsrb12_streamlined", "qonnx_eltwise_chanlast", "zoo_unsw_nb15_mlp_w2a2"):
+        assert per_model[name][0] == per_model[name][1], (name, per_model[name])
+    assert on >= 194, (on, total)
 
 
 def test_qdq_sources_clip_and_sub() -> None:

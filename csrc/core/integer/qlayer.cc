@@ -277,6 +277,17 @@ void rescale_wide(const int32_t* acc_h, const int32_t* acc_l, float* out, int64_
       acc_h, acc_l, out, outer, channels, inner, corr, s, b, relu);
 }
 
+int64_t off_grid(const ActQuant& a, const float* x, int64_t n) {
+  const double s = a.scale, z = a.zeropt;
+  for (int64_t i = 0; i < n; ++i) {
+    const double t = static_cast<double>(x[i]) / s + z;
+    if (!std::isfinite(t)) return i;
+    const double q = a.bipolar ? (t >= 0 ? 1.0 : -1.0) : std::nearbyint(t);
+    if (std::fabs(t - q) > kGridTolerance || q < a.lo || q > a.hi) return i;
+  }
+  return -1;
+}
+
 void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n) {
   select_isa(&scalar::quantize_values_isa, &avx2::quantize_values_isa, &avx512::quantize_values_isa)(a, x, v, n);
 }

@@ -124,6 +124,15 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
 // integer values q - z as float32, and the rescale of integer-valued float32 sums. Exact when every partial sum
 // is an integer below 2^24 in magnitude (the transform checks K * max|a| * max|w| < 2^24).
 void quantize_values(const ActQuant& a, const float* x, float* v, int64_t n);
+
+// The tolerance of off_grid, in code steps: qonnx's own when it rounds tensors annotated with an integer type.
+inline constexpr double kGridTolerance = 0.01;
+// The index of the first x[i] (i < n) that is not within kGridTolerance of a code of `a`: t = x / scale + zeropt
+// (float64) must be finite, within the tolerance of an integer q, and q in [lo, hi] (bipolar: |t| within the
+// tolerance of 1). -1 when every value is on the grid. Rounding such values gives codes whose exact sums are what
+// the float layer computes from them; the layers of a grid that a graph input's declared type only promises check
+// their input with it.
+int64_t off_grid(const ActQuant& a, const float* x, int64_t n);
 void rescale_f32(const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
                  const double* s, const double* b, bool relu);
 
@@ -228,6 +237,7 @@ class QGemm {
         bool relu = false, bool xnor = true);
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
+  const ActQuant& act() const { return act_; }
   void run(const float* x, int64_t rows, float* out, const gemm::Parallel& par,
            gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   bool uses_xnor() const { return xnor_.has_value(); }  // as QConv::uses_xnor

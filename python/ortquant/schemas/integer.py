@@ -26,6 +26,9 @@ _ACT = [
 # QConv / QGemm only (not QuantCodes).
 _XNOR = Attr("xnor", AttrType.INT, 1, doc="1: a binary-weight layer (weight codes +-1, bipolar or 1- to 2-bit "
              "activation) runs on the bit kernels; 0: on the int8 engine (same bits; for benchmarks)")  # fmt: skip
+_CHECK = Attr("act_check", AttrType.STRING, doc="absent: none; else the graph input and declared type (finn_datatype) "
+              "that put X on the quantizer's grid: X's values are checked to lie within 0.01 of a step of that grid, "
+              "an error naming it otherwise (transforms/integer_grid_activation.py)")  # fmt: skip
 _CONV = [
     Attr("kernel_shape", AttrType.INTS),
     Attr("strides", AttrType.INTS),
@@ -162,10 +165,11 @@ def ops() -> list[Op]:
     )
     return [
         Op("QConv", conv_doc, conv_ins, out,
-           [*_ACT, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT, _CHANNELS_LAST], conv_types, _infer_conv),
+           [*_ACT, _CHECK, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT, _CHANNELS_LAST], conv_types,
+           _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, *_OUT_ACT, _TABLE, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types,
+           [*_ACT, _CHECK, *_OUT_ACT, _TABLE, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types,
            _infer_conv_codes),
         Op("MaxPoolCodes", "Y = MaxPool(X) over int8 codes, window kernel_shape = strides, no pads, floor rounding "
            "(the max of codes is the code of the max: transforms/integer_code_flow.py).",
@@ -173,9 +177,9 @@ def ops() -> list[Op]:
            [Attr("kernel_shape", AttrType.INTS, required=True, doc="[pH, pW], also the strides")], (),
            _infer_maxpool_codes),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
-           ins, out, [*_ACT, _XNOR], (), _infer_gemm),
+           ins, out, [*_ACT, _CHECK, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
-           ins[:1], out, [a for a in _ACT if a.name != "relu"], (), _infer_same),
+           ins[:1], out, [*(a for a in _ACT if a.name != "relu"), _CHECK], (), _infer_same),
         Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",
            [Param("ACC", "tensor(float)"), ins[2], ins[3]], out,
            [Attr("axis", AttrType.INT, 1), Attr("relu", AttrType.INT, 0)], (), _infer_same),

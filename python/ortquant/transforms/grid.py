@@ -14,9 +14,14 @@ node and its inputs' grids returning the output grid or None):
   ``QuantizeLinear`` (the integer type's range) and ``DequantizeLinear`` (its scale and zero point),
   ``BipolarQuant`` (q in {-1, 1}), ``MultiThreshold`` (the threshold count times ``out_scale`` plus ``out_bias``),
   ``Trunc`` / ``TruncQuant`` (v2: ``out_scale`` and the output bit width's range; v1: the input's grid, the code
-  divided by ``2^(in - out)``), and constants whose values are all integers (float or integer types: scale 1);
+  divided by ``2^(in - out)``), constants whose values are all integers (float or integer types: scale 1), and
+  graph inputs whose ``quantization_annotation`` declares an integer ``finn_datatype`` (``INTn``, ``UINTn``,
+  ``BIPOLAR``, ``BINARY``, ``TERNARY``, ``FIXED<w,i>``: :func:`declared_grid`). Such a grid is a promise of the
+  model, not a fact of the graph: it carries ``declared`` (the input and its type) through every rule, and the
+  layer that reads it checks its values at run time (docs/ops.md "The grid path");
 - what keeps the values: Identity, DebugMarker, Transpose, Reshape, Flatten, Squeeze, Unsqueeze, Slice, Pad
-  (constant 0, or edge / reflect / wrap), Im2Col (its pad value on the grid), MaxPool, Resize (nearest), Concat
+  (constant 0, or edge / reflect / wrap), Im2Col (its pad value on the grid), MaxPool, MaxPoolNHWC, Resize
+  (nearest), Concat
   of grids with one scale and zero point, Relu (an integer zero point), Clip (bounds on the grid);
 - what changes the scale: Mul by a constant (per tensor or per channel; a negative factor flips the codes), Div by
   a constant, Add / Sub of two grids with one scale (codes add), AveragePool / GlobalAveragePool (the integer sum of the
@@ -29,7 +34,9 @@ Every rule is tested against the values the ops compute (``tests/transforms/test
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -52,6 +59,9 @@ class Grid:
     zero_point: np.ndarray
     lo: int
     hi: int
+    # Empty when the analysis proved the grid; else the graph input whose declared type it assumes, as
+    # "'<input>' (finn_datatype <TYPE>)": the values are on the grid only if the caller feeds that type.
+    declared: str = ""
 
     @property
     def per_tensor(self) -> bool:
@@ -80,7 +90,8 @@ class Grid:
         def show(a: np.ndarray) -> str:
             return f"{float(a):.6g}" if a.ndim == 0 else f"per-channel {list(a.shape)}"
 
-        return f"{show(self.scale)} * (q - {show(self.zero_point)}), q in [{self.lo}, {self.hi}]"
+        text = f"{show(self.scale)} * (q - {show(self.zero_point)}), q in [{self.lo}, {self.hi}]"
+        return f"{text}, declared by input {self.declared}" if self.declared else text
 
 
 def make_grid(scale: np.ndarray | float, zero_point: np.ndarray | float, lo: float, hi: float) -> Grid | None:
@@ -186,6 +197,51 @@ def _bits_range(bits: float, signed: bool, narrow: bool) -> tuple[int, int] | No
     if signed:
         return -(1 << (b - 1)) + int(narrow), (1 << (b - 1)) - 1
     return 0, (1 << b) - 1 - int(narrow)
+
+
+_FIXED = re.compile(r"FIXED<(\d+),(\d+)>")
+_INT_TYPE = re.compile(r"(U?)INT(\d+)")
+
+
+def declared_grid(datatype: str) -> Grid | None:
+    """The grid of a qonnx ``DataType`` name (a ``finn_datatype`` annotation), None for float, scaled-integer and
+    unknown types: ``INTn`` / ``UINTn`` (scale 1, the n-bit range), ``BIPOLAR`` ({-1, 1} in [-1, 1]), ``BINARY``
+    ([0, 1]), ``TERNARY`` ([-1, 1]), ``FIXED<w,i>`` (signed w-bit codes of step 2^-(w - i))."""
+    name = datatype.strip().upper()
+    if name in ("BIPOLAR", "TERNARY"):
+        return make_grid(1.0, 0.0, -1, 1)
+    if name == "BINARY":
+        return make_grid(1.0, 0.0, 0, 1)
+    m = _INT_TYPE.fullmatch(name)
+    if m is not None:
+        rng = _bits_range(float(m.group(2)), not m.group(1), False)
+        return None if rng is None else make_grid(1.0, 0.0, *rng)
+    m = _FIXED.fullmatch(name.replace(" ", ""))
+    if m is not None:
+        w, i = int(m.group(1)), int(m.group(2))
+        rng = _bits_range(float(w), True, False)
+        if rng is None or not 0 <= i <= w:
+            return None
+        return make_grid(2.0 ** (i - w), 0.0, *rng)
+    return None
+
+
+def _declared_inputs(model: onnx.ModelProto) -> dict[str, Grid]:
+    """The graph inputs (not initializers) with an integer ``finn_datatype`` annotation, and their grids."""
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    inputs = {i.name for i in g.input if i.name not in inits}
+    out: dict[str, Grid] = {}
+    for a in g.quantization_annotation:
+        if a.tensor_name not in inputs:
+            continue
+        for kv in a.quant_parameter_tensor_names:
+            if kv.key == "finn_datatype":
+                grid = declared_grid(kv.value)
+                if grid is not None:
+                    what = f"'{a.tensor_name}' (finn_datatype {kv.value})"
+                    out[a.tensor_name] = dataclasses.replace(grid, declared=what)
+    return out
 
 
 def rule_quant(node: onnx.NodeProto, _grids: list[Grid | None], ctx: Context) -> Grid | None:
@@ -530,6 +586,18 @@ def rule_maxpool(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -
     return g
 
 
+def rule_maxpool_nhwc(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """QONNX MaxPoolNHWC: MaxPool on an N...C tensor, so the input's grid when that is the same over the spatial
+    axes (1 to rank - 2)."""
+    g = grids[0]
+    if g is None or g.per_tensor:
+        return g
+    rank = ctx.rank(node.input[0])
+    if rank is None or _varies(g, rank, list(range(1, rank - 1))) in (None, True):
+        return None
+    return g
+
+
 def rule_concat(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
     """Concat of grids with one scale and zero point that do not vary along the axis: the union of the ranges."""
     if not grids or any(g is None for g in grids):
@@ -717,8 +785,13 @@ QONNX_RULES: dict[str, Rule] = {
     "TruncQuant": rule_trunc,
     "QuantAvgPool2d": rule_quant_avgpool2d,
     "Im2Col": rule_im2col,
+    "MaxPoolNHWC": rule_maxpool_nhwc,
     "DebugMarker": rule_identity,
 }
+
+
+# Sources whose output grid holds whatever their input is (the quantizers): a declared input's mark stops there.
+_PROVEN = (rule_quant, rule_bipolar_quant, rule_multithreshold, rule_quantize_linear)
 
 
 def _rule(node: onnx.NodeProto) -> Rule | None:
@@ -766,7 +839,7 @@ def infer_grids(model: onnx.ModelProto) -> dict[str, Grid]:
     """The grid of every value of the top-level graph that is on one (module doc); values not in the result are on
     no grid the rules know. Initializers that are also graph inputs are not constants (they can be fed)."""
     ctx = Context(model)
-    grids: dict[str, Grid] = {}
+    grids: dict[str, Grid] = dict(_declared_inputs(model))
     for name, value in ctx.consts.items():
         g = constant_grid(value)
         if g is not None:
@@ -787,11 +860,15 @@ def infer_grids(model: onnx.ModelProto) -> dict[str, Grid]:
         rule = _rule(node)
         if rule is None or not node.output or not node.output[0]:
             continue
+        ins = [grids.get(i) if i else None for i in node.input]
         try:
-            g = rule(node, [grids.get(i) if i else None for i in node.input], ctx)
+            g = rule(node, ins, ctx)
         except (ValueError, TypeError, IndexError):  # malformed parameters: no grid (the op's checks report them)
             g = None
         if g is not None:
+            declared = next((i.declared for i in ins if i is not None and i.declared), "")
+            if declared and not g.declared and rule not in _PROVEN:  # computed from a declared input: still a promise
+                g = dataclasses.replace(g, declared=declared)
             grids[node.output[0]] = g
     return grids
 
@@ -819,4 +896,4 @@ def layer_grids(model: onnx.ModelProto, grids: dict[str, Grid] | None = None) ->
     return out
 
 
-__all__ = ["Grid", "LayerGrids", "infer_grids", "layer_grids", "make_grid"]
+__all__ = ["Grid", "LayerGrids", "declared_grid", "infer_grids", "layer_grids", "make_grid"]

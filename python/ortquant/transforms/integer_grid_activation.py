@@ -17,6 +17,10 @@ grid's float64 scale ``s`` itself (:attr:`GridActivation.scale`), not ``float32(
 - Grids of 9 to 16 bits take the wide quantizer (the op runs the int8 engine on two byte planes of the codes), when
   the values ``q - z`` and 0 span at most 2^16 levels (:func:`wide_span_problem`). Grids that need more than 16
   bits, per-channel grids and zero points beyond 2^16 stay on the float path, with the reason.
+- A grid that a graph input's declared type promises (``Grid.declared``: a ``finn_datatype`` annotation) is not
+  proven: the op gets ``act_check`` (naming that input and type) and checks at run time that every value it reads
+  is within 0.01 of a code of the quantizer's range (qonnx's own tolerance when it rounds annotated tensors),
+  failing with that name otherwise, instead of rounding values the float network would have used as they are.
 """
 
 from __future__ import annotations
@@ -139,7 +143,7 @@ def grid_activation(
     if abs(z) > _MAX_ZEROPT:
         raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
     if z == 0 and (lo, hi) == (-1, 1) and (never_zero or _never_zero(value, producer, constant)):
-        return GridActivation({"act_scale": s32, "act_bipolar": 1}, s, grid)
+        return GridActivation(_checked({"act_scale": s32, "act_bipolar": 1}, grid), s, grid)
     bits, signed, narrow = _bit_range(lo, hi)
     if bits > 8 and hi - lo <= 255:  # the same values, codes shifted to start at 0: q - lo in [0, hi - lo]
         z, lo, hi = z - lo, 0, hi - lo
@@ -164,4 +168,9 @@ def grid_activation(
         "act_narrow": narrow,
         "act_rounding_mode": "ROUND",
     }
-    return GridActivation(attrs, s, grid)
+    return GridActivation(_checked(attrs, grid), s, grid)
+
+
+def _checked(attrs: dict[str, object], grid: Grid) -> dict[str, object]:
+    """``attrs`` with ``act_check`` when the grid is declared by a graph input rather than proven."""
+    return {**attrs, "act_check": f"input {grid.declared}"} if grid.declared else attrs

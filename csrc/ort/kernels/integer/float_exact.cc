@@ -4,6 +4,7 @@
 // 2^24), and Rescale applies the same float64 rescale as QConv / QGemm. Same bits as the engine backend.
 #include <cmath>
 #include <optional>
+#include <string>
 
 #include "core/integer/qlayer.h"
 #include "ort/kernels/integer/integer_ops.h"
@@ -15,13 +16,15 @@ constexpr ONNXTensorElementDataType kF64 = ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
 
 class QuantCodesKernel : public OpKernel {
  public:
-  explicit QuantCodesKernel(const KernelInfo& info) : act_(integer_act_quant(info)) {}
+  explicit QuantCodesKernel(const KernelInfo& info)
+      : act_(integer_act_quant(info)), check_(info.attr_string("act_check", "")) {}
 
   void compute(KernelContext& ctx) const override {
     const TensorView x = ctx.required_input(0);
     expect_dtype(x, kFloat, "input X");
     float* y = ctx.output_as<float>(0, x.shape);
     const float* src = x.as<float>();
+    check_on_grid(check_, act_, src, x.size());
     ctx.parallel_range(x.size(), kElementwiseGrain, [&](int64_t b, int64_t e) {
       integer::quantize_values(act_, src + b, y + b, e - b);
     });
@@ -29,6 +32,7 @@ class QuantCodesKernel : public OpKernel {
 
  private:
   integer::ActQuant act_;
+  std::string check_;  // act_check (check_on_grid)
 };
 
 class RescaleKernel : public OpKernel {

@@ -21,4 +21,9 @@ OpSpec rescale_spec(const std::string& name);
 // prefix "out_act_": QConv's output quantizer (the next QConv's act_*, written by transforms/integer_codes.py).
 integer::ActQuant integer_act_quant(const KernelInfo& info, const std::string& prefix = "act_");
 
+// act_check (a non-empty string naming a graph input and its declared type): the grid of input X is that
+// declaration's promise, not a proven fact, so X's n values must lie on the quantizer's grid (integer::off_grid);
+// otherwise throws naming the first value off it and the declaration. Nothing when `declared` is empty.
+void check_on_grid(const std::string& declared, const integer::ActQuant& a, const float* x, int64_t n);
+
 }  // namespace ortquant::ort

@@ -6,6 +6,8 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "core/checked.h"
@@ -37,6 +39,19 @@ integer::ActQuant integer_act_quant(const KernelInfo& info, const std::string& p
   if (!parse_qonnx_round_mode(mode_name, &mode))
     throw_error("attribute '", name("rounding_mode"), "': unknown rounding mode '", mode_name, "'");
   return integer::make_act_quant(scale, zeropt, bits, is_signed, narrow, mode, bipolar);
+}
+
+void check_on_grid(const std::string& declared, const integer::ActQuant& a, const float* x, int64_t n) {
+  if (declared.empty()) return;
+  const int64_t i = integer::off_grid(a, x, n);
+  if (i < 0) return;
+  std::ostringstream v;
+  v.precision(9);
+  v << x[i];
+  throw_error("input X holds ", v.str(), " at flat index ", i, ", off the grid ", a.scale, " * (q - ", a.zeropt,
+              "), q an integer in [", a.lo, ", ", a.hi, "] (by more than ", integer::kGridTolerance, " of a step): "
+              "integer mode reads this layer's input as integer codes because the model declares ", declared,
+              "; feed values of that type, or prepare the model without integer mode");
 }
 
 namespace {
@@ -72,6 +87,7 @@ class QConvKernel : public OpKernel {
   // codes_op: QConvCodes (the output as the int8 codes of the out_act_* quantizer), else QConv.
   QConvKernel(const KernelInfo& info, bool codes_op) {
     const integer::ActQuant act = integer_act_quant(info);
+    check_ = info.attr_string("act_check", "");
     const OwnedTensor w = constant(info, 1, kI8, "W");
     if (w.shape.size() != 4) throw_error("input W must be 4-D [M, C/group, kH, kW], got shape ", shape_str(w.shape));
     const std::vector<int64_t> ks = info.attr_ints("kernel_shape", {});
@@ -178,6 +194,7 @@ class QConvKernel : public OpKernel {
                     ", the output's is ", shape_str(os));
     }
     const bool codes_in = x.dtype == kI8, codes_out = out_q_.has_value();
+    if (!codes_in) check_on_grid(check_, conv_->act(), x.as<float>(), shape_size(x.shape));
     float* y = codes_out ? nullptr : ctx.output_as<float>(0, os);
     int8_t* yc = codes_out ? ctx.output_as<int8_t>(0, os) : nullptr;
     if (shape_size(os) == 0) return;
@@ -240,6 +257,7 @@ class QConvKernel : public OpKernel {
   bool has_table_ = false;
   bool table_small_ = false;    // the output codes lie in [0, 15]: map_codes' 16-entry lookup
   bool channels_last_ = false;  // output [N, OH, OW, M]
+  std::string check_;           // act_check: X's grid is a graph input's declared type (check_on_grid)
 };
 
 // MaxPoolCodes: a MaxPool over int8 codes with non-overlapping windows (kernel_shape == strides, no pads, floor).
@@ -274,6 +292,7 @@ class QGemmKernel : public OpKernel {
  public:
   explicit QGemmKernel(const KernelInfo& info) {
     const integer::ActQuant act = integer_act_quant(info);
+    check_ = info.attr_string("act_check", "");
     const OwnedTensor w = constant(info, 1, kI8, "W");
     if (w.shape.size() != 2) throw_error("input W must be 2-D [N, K], got shape ", shape_str(w.shape));
     const int64_t n = w.shape[0];
@@ -292,11 +311,13 @@ class QGemmKernel : public OpKernel {
     float* y = ctx.output_as<float>(0, ys);
     const int64_t rows = shape_size(x.shape) / (gemm_->k() ? gemm_->k() : 1);
     if (shape_size(ys) == 0) return;
+    check_on_grid(check_, gemm_->act(), x.as<float>(), shape_size(x.shape));
     gemm_->run(x.as<float>(), rows, y, parallel(ctx));
   }
 
  private:
   std::optional<integer::QGemm> gemm_;
+  std::string check_;  // act_check (check_on_grid)
 };
 
 void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {

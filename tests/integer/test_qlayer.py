@@ -17,7 +17,7 @@ from ortquant import kernels
 from ortquant.reference import integer as ref
 from ortquant.reference.qonnx import ROUNDING_MODES
 
-ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]  # set_isa refuses the rest
+ISAS = kernels.supported_isas()  # also selects the engine kernel: avx512vnni and avxvnni run their GEMM paths
 GEMM_KERNELS = ["scalar", "avx2", "avxvnni", "avx512vnni"]
 
 
@@ -132,6 +132,10 @@ CONV_CASES = [
     ((2, 3, 11, 9), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
     ((1, 16, 12, 12), (32, 3, 3), (2, 2), (1, 0, 2, 1), (1, 1), 1),
     ((1, 8, 10, 10), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8),  # depthwise
+    # depthwise, rows of 16+ columns with 8-bit weights: on AVX-512 VNNI the stride-1 row kernel's int32 sums
+    # beyond the int16 bound of the AVX2 one (which takes the block here); a 5x5 kernel: two tap groups per row
+    ((1, 16, 12, 40), (16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 16),
+    ((2, 16, 9, 21), (16, 5, 5), (1, 1), (2, 2, 2, 2), (1, 1), 16),
     ((1, 8, 9, 9), (4, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 2),
     ((1, 4, 13, 13), (6, 3, 3), (1, 2), (2, 2, 2, 2), (2, 2), 1),
     ((3, 8, 7, 9), (6, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2),  # images x groups: the sink's (b, g) offsets

@@ -18,7 +18,7 @@ from ortquant.reference import integer as ref
 from ortquant.reference.qonnx import ROUNDING_MODES
 
 F32 = np.float32
-ISAS = [i for i in ("scalar", "avx2", "avx512") if i in kernels.supported_isas()]
+ISAS = kernels.supported_isas()  # also selects the engine kernel: avx512vnni and avxvnni run their GEMM paths
 
 
 @pytest.fixture(params=ISAS)

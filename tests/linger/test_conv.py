@@ -130,6 +130,12 @@ S1_CASES = [
     (1, 16, 5, 24, 3, 3, (1, 1, 1, 1), (1, 1), 127, -1),  # sum |w| = 258 on channel 0: 127 * 258 = 32766
     (1, 16, 5, 24, 3, 3, (1, 1, 1, 1), (1, 1), 127, -2),  # one more: 32893 > 32767, the block
     (1, 16, 100, 96, 3, 3, (1, 1, 1, 1), (1, 1), 15, 8),
+    # 8-bit weights, sums far past the int16 bound: the block on AVX2, the row kernel's int32 sums on AVX-512 VNNI
+    # (raw sums only); kernels of 1, 2 and 3 tap groups per row (1x4, 2x7, 3x9 with vertical dilation)
+    (1, 16, 6, 33, 3, 3, (1, 1, 1, 1), (1, 1), 127, 127),
+    (1, 16, 5, 20, 1, 4, (0, 2, 0, 1), (1, 1), 127, 127),
+    (1, 16, 9, 24, 2, 7, (1, 3, 0, 3), (1, 1), 127, 127),
+    (1, 16, 11, 30, 3, 9, (2, 4, 2, 4), (2, 1), 127, 127),
 ]
 
 

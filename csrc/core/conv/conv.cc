@@ -742,6 +742,8 @@ bool Conv2d::run_dw_nhwc(const int8_t* x, const Shape& xs, const Epilogue& ep, v
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
   DwNhwcArgs d{x, c, h, w, a_, oh, ow, h + a_.pt + a_.pb, w + a_.pl + a_.pr, dwn_.get(), nullptr, &ep, out};
   d.sink = sink;
+  const Kernel kk = gemm::resolve_kernel(kernel);
+  d.exact32 = kk == Kernel::kAvx512Vnni && ep.kind == gemm::OutKind::kRaw;
   d.band = dw_nhwc_band(d);
   const int64_t scratch = dw_nhwc_scratch(d);
   if (scratch <= 0) return false;
@@ -756,7 +758,6 @@ bool Conv2d::run_dw_nhwc(const int8_t* x, const Shape& xs, const Epilogue& ep, v
   const int64_t units = dw_nhwc_units(d, n);
   const size_t tasks = tasks_for(units, d.band * ow * kDwBlock * dwn_->taps * 8);
   int8_t* const buf = thread_scratch_as<int8_t>(ScratchSlot::kDepthwisePhases, tasks * static_cast<size_t>(scratch));
-  const Kernel kk = gemm::resolve_kernel(kernel);
   par(tasks, [&](size_t t) {
     dw_nhwc(d, units * static_cast<int64_t>(t) / static_cast<int64_t>(tasks),
             units * static_cast<int64_t>(t + 1) / static_cast<int64_t>(tasks), buf + t * static_cast<size_t>(scratch),

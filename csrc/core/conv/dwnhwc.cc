@@ -75,11 +75,14 @@ int64_t dw_nhwc_sums_offset(const DwNhwcArgs& d) {
     int64_t rows = 0;
     if (__builtin_mul_overflow(2 * d.hp, dw_rows_stride(d), &rows) || rows > kLimit) return -1;
     off = std::max(off, round64(rows));
-  } else if (dw_rows_s1(d)) {  // the stride-1 row kernel: one int16 plane of the band's padded rows
-    int64_t plane = 0;
-    if (__builtin_mul_overflow(dw_band_in_rows(d, d.band), dw_rows_s1_stride(d) * 2, &plane) || plane > kLimit)
+  } else if (dw_rows_s1(d)) {  // the stride-1 row kernel: one int16 plane of the band's padded rows, or (AVX-512
+                               // VNNI) their quad rows and one padded byte row
+    const int64_t in_rows = dw_band_in_rows(d, d.band);
+    int64_t plane = 0, quads = 0;
+    if (__builtin_mul_overflow(in_rows, dw_rows_s1_stride(d) * 2, &plane) || plane > kLimit) return -1;
+    if (__builtin_mul_overflow(in_rows, dw_rows_s1_groups(d) * dw_rows_s1_quads(d) * 4, &quads) || quads > kLimit)
       return -1;
-    off = std::max(off, round64(plane));
+    off = std::max({off, round64(plane), round64(quads) + dw_rows_s1_xrow(d)});
   }
   return off;
 }
@@ -102,7 +105,8 @@ int dw_nhwc_shift(const gemm::Epilogue& ep, const int32_t* bias, int64_t c, int6
 void dw_nhwc(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch, gemm::Kernel kernel) {
   switch (gemm::resolve_kernel(kernel)) {
     case gemm::Kernel::kScalar: scalar::dw_nhwc_tasks(d, t0, t1, scratch); break;
-    default: avx2::dw_nhwc_tasks(d, t0, t1, scratch); break;  // AVX2 code runs on every vector path
+    case gemm::Kernel::kAvx512Vnni: avx512vnni::dw_nhwc_tasks(d, t0, t1, scratch); break;
+    default: avx2::dw_nhwc_tasks(d, t0, t1, scratch); break;  // AVX2 code runs on every other vector path
   }
 }
 

@@ -8,8 +8,9 @@
 // only the padded rows its band reads, so the block stays in L2 (a whole 256 x 256 block is 2 MiB of int16).
 // With a sink (raw sums only), a unit's sums go to a buffer in its scratch and the sink gets them channel by
 // channel while they are in cache, instead of an int32 output tensor (integer mode rescales them there).
-// Per-ISA bodies in dwnhwc_<isa>.cc: scalar (the oracle, plain loops over the same packed data) and AVX2; the AVX2
-// path computes 3 x 3 stride-2 layers without the block, from the NCHW rows (dw_rows_s2 below).
+// Per-ISA bodies in dwnhwc_<isa>.cc: scalar (the oracle, plain loops over the same packed data), AVX2 (every vector
+// path; it computes 3 x 3 stride-2 layers without the block, from the NCHW rows: dw_rows_s2 below) and AVX-512 VNNI
+// (the stride-1 row kernel's raw sums on vpdpbusd).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -55,6 +56,9 @@ struct DwNhwcArgs {
   // rows [y0, y1), [y1 - y0][ow] int32 contiguous, to (*sink)(img, c, y0, y1, sums); `out` is not written. Called
   // on the task's thread: it must not throw and must be safe to call from several threads at once.
   const std::function<void(int64_t img, int64_t c, int64_t y0, int64_t y1, const int32_t* sums)>* sink = nullptr;
+  // Raw sums on the AVX-512 VNNI body: its stride-1 row kernel sums in int32 (vpdpbusd), so dw_rows_s1 needs no
+  // int16 bound. Set before dw_nhwc_band, only with ep->kind == kRaw and that kernel.
+  bool exact32 = false;
 };
 // Output rows per unit for d (every field but band set): the whole image when its padded block is small, else
 // the rows whose padded input rows and (with a sink) sums stay within about 128 KiB each; the 3 x 3 stride-2 row
@@ -94,15 +98,27 @@ inline bool dw_rows_s2(const DwNhwcArgs& d) {
 // band's input rows are widened once into a zero-padded int16 plane; each 16 output columns of a row are then
 // kh * kw (load, vpmullw by the broadcast weight, vpaddw), exact, widened to int32 for the epilogue or the sink.
 // No channels-last block and no transposes.
+// (With exact32, the AVX-512 VNNI body's int32 sums: no such bound.)
 inline bool dw_rows_s1(const DwNhwcArgs& d) {
   return d.a.sh == 1 && d.a.sw == 1 && d.a.dw == 1 && d.ow >= 16 && d.wts->taps <= 64 && d.ep != nullptr &&
-         d.ep->x_max >= 0 && d.ep->x_max <= 127 && int64_t{d.ep->x_max} * d.wts->abs_sum_max <= 32767;
+         d.ep->x_max >= 0 && d.ep->x_max <= 127 &&
+         (d.exact32 || int64_t{d.ep->x_max} * d.wts->abs_sum_max <= 32767);
 }
 // Its padded row stride in int16 elements: the vectors read up to column round16(ow) + kw - 2 (the last 16 columns
 // of a row are computed at ow - 16, overlapping); the widening writes columns [pl, pl + w).
 inline int64_t dw_rows_s1_stride(const DwNhwcArgs& d) {
   const int64_t need = std::max((d.ow + 15) / 16 * 16 + d.a.kw - 1, d.wp);
   return (need + 15) / 16 * 16;
+}
+// The AVX-512 VNNI body of the same kernel (dwnhwc_avx512vnni.cc, raw sums only) reads quad rows instead: per padded
+// input row and group of 4 taps of a kernel row (dw_rows_s1_groups), dw_rows_s1_quads int32 lanes (the output
+// columns rounded up to 16), built from one zero-padded byte row of dw_rows_s1_xrow bytes (its reads reach column
+// quads + 4 * groups + 7).
+inline int64_t dw_rows_s1_groups(const DwNhwcArgs& d) { return (d.a.kw + 3) / 4; }
+inline int64_t dw_rows_s1_quads(const DwNhwcArgs& d) { return (d.ow + 15) / 16 * 16; }
+inline int64_t dw_rows_s1_xrow(const DwNhwcArgs& d) {
+  const int64_t need = std::max(dw_rows_s1_quads(d) + 4 * dw_rows_s1_groups(d) + 8, d.a.pl + d.w);
+  return (need + 63) / 64 * 64;
 }
 // Its padded row stride in bytes (planes of hp such rows): the vectors read up to byte 2 * round8(ow) + 1 of a
 // padded row; the copy writes bytes [pl, pl + w).
@@ -124,6 +140,9 @@ namespace scalar {
 void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch);
 }
 namespace avx2 {
+void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch);
+}
+namespace avx512vnni {  // the stride-1 row kernel with raw sums on vpdpbusd; everything else the AVX2 body
 void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch);
 }
 

@@ -141,6 +141,7 @@ const std::vector<Entry>& table() {
       {&kIntegerDomains, "QConv", &qconv_spec},
       {&kIntegerDomains, "QConvCodes", &qconv_codes_spec},
       {&kIntegerDomains, "MaxPoolCodes", &maxpool_codes_spec},
+      {&kIntegerDomains, "AvgPoolCodes", &avgpool_codes_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
       {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
       {&kIntegerDomains, "Rescale", &rescale_spec},

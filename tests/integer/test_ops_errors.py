@@ -209,3 +209,41 @@ def test_act_check_of_a_bipolar_quantizer():
         next(iter(off.values())).flat[5] = bad
         with pytest.raises(ORT_ERRORS, match="at flat index 5"):
             run_model(model, off)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "shape", "message"),
+    [
+        ({"kernel_shape": [4, 4], "strides": [4, 4]}, (1, 2, 3, 8), "smaller than the window 4 x 4"),
+        ({"kernel_shape": [0, 2]}, (1, 2, 4, 4), "kernel_shape"),
+        ({"kernel_shape": [2, 2], "strides": [1]}, (1, 2, 4, 4), "strides"),
+        ({"kernel_shape": [2, 2], "act_bits": 12}, (1, 2, 4, 4), "at most 8 bits"),
+        ({"global": 1}, (1, 2, 4), "4-D"),
+    ],
+)
+def test_avgpool_codes_errors_name_the_problem(attrs, shape, message):
+    x = np.zeros(shape, np.int8)
+    model, feeds = make_node_model("AvgPoolCodes", D, [x], attrs={"act_scale": 0.5, **attrs})
+    with pytest.raises(ORT_ERRORS, match=message):
+        run_model(model, feeds)
+
+
+def test_avgpool_codes_through_onnxruntime():
+    """The mean of the quantizer's values over each window, float64 then float32, against numpy: a scale whose
+    values are exact multiples (integer sums) and one whose float32 values are not (their float64 sum)."""
+    rng = np.random.default_rng(13)
+    for scale, bits, signed, offset in ((0.25, 4, 0, 0), (0.0371, 8, 1, 0), (0.0371, 8, 0, 128)):
+        a = rng.integers(0 if not signed else -128, 2**bits if not signed else 128, (2, 3, 7, 9))  # q - z values
+        codes = (a - offset).astype(np.int8)
+        v = (a.astype(np.float32) * np.float32(scale)).astype(np.float64)  # what the quantizer outputs
+        act = {"act_scale": scale, "act_bits": bits, "act_signed": signed}
+        model, feeds = make_node_model(
+            "AvgPoolCodes", D, [codes], attrs={**act, "kernel_shape": [3, 2], "strides": [2, 3]}
+        )
+        (y,) = run_model(model, feeds)
+        want = np.stack([np.stack([v[:, :, 2 * i : 2 * i + 3, 3 * j : 3 * j + 2].sum(axis=(2, 3)) for j in range(3)], -1)
+                         for i in range(3)], -2) / 6  # fmt: skip
+        np.testing.assert_array_equal(y, want.astype(np.float32))
+        model, feeds = make_node_model("AvgPoolCodes", D, [codes], attrs={**act, "global": 1})
+        (y,) = run_model(model, feeds)
+        np.testing.assert_array_equal(y, (v.sum(axis=(2, 3), keepdims=True) / 63).astype(np.float32))

@@ -117,6 +117,23 @@ def _infer_maxpool_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.INT8, [x[0], x[1], *spatial])
 
 
+def _infer_avgpool_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
+    x, k = input_shape(ctx, 0), attr(ctx, "kernel_shape")
+    st = attr(ctx, "strides") or [1, 1]
+    if x is None or len(x) != 4:
+        set_output(ctx, 0, TensorProto.FLOAT, None)
+        return
+    if attr(ctx, "global"):
+        set_output(ctx, 0, TensorProto.FLOAT, [x[0], x[1], 1, 1])
+        return
+    if k is None or len(k) != 2 or len(st) != 2:
+        set_output(ctx, 0, TensorProto.FLOAT, [x[0], x[1], None, None])
+        return
+    spatial = [(v - q) // t + 1 if v is not None and q >= 1 and t >= 1 and v >= q else None
+               for v, q, t in zip(x[2:], k, st, strict=True)]  # fmt: skip
+    set_output(ctx, 0, TensorProto.FLOAT, [x[0], x[1], *spatial])
+
+
 def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
     x, w = input_shape(ctx, 0), input_shape(ctx, 1)
     if x is None or not x:
@@ -176,6 +193,16 @@ def ops() -> list[Op]:
            [Param("X", "tensor(int8)")], [Param("Y", "tensor(int8)")],
            [Attr("kernel_shape", AttrType.INTS, required=True, doc="[pH, pW], also the strides")], (),
            _infer_maxpool_codes),
+        Op("AvgPoolCodes", "Y = the mean over each window of the values int8 codes X stand for (c + offset) * "
+           "act_scale, float32(double(window sum) * act_scale / window size): an AveragePool without pads (floor "
+           "rounding) or, with global = 1, a GlobalAveragePool after the quantizer whose codes a QConvCodes writes "
+           "(transforms/integer_avgpool_codes.py).",
+           [Param("X", "tensor(int8)")], [Param("Y", "tensor(float)")],
+           [*(a for a in _ACT if a.name != "relu"),
+            Attr("kernel_shape", AttrType.INTS, doc="[kH, kW] (not with global)"),
+            Attr("strides", AttrType.INTS, doc="[sH, sW], default [1, 1]"),
+            Attr("global", AttrType.INT, 0, doc="1: the window is the whole plane (GlobalAveragePool)")], (),
+           _infer_avgpool_codes),
         Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
            ins, out, [*_ACT, _CHECK, _XNOR], (), _infer_gemm),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",

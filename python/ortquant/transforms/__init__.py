@@ -24,6 +24,7 @@ from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
+from ortquant.transforms.integer_avgpool_codes import fuse_integer_avgpool_codes
 from ortquant.transforms.integer_channels_last import fuse_integer_channels_last
 from ortquant.transforms.integer_code_flow import flow_integer_codes
 from ortquant.transforms.integer_codes import fuse_integer_codes
@@ -99,6 +100,8 @@ PIPELINE: list[Transform] = [
     # Integer mode: int8 codes through the quantizers, LeakyRelu, max pools, nearest resizes and concats between
     # layers (the steps per element folded into the producer's table).
     Transform("flow_integer_codes", flow_integer_codes, lambda o: o.integer),
+    # Integer mode: an average pool behind a QConv's quantizer sums the quantizer's int8 codes.
+    Transform("fuse_integer_avgpool_codes", fuse_integer_avgpool_codes, lambda o: o.integer),
     # Integer mode: a Transpose to channels-last right after a QConv writes its output in that layout.
     Transform("fuse_integer_channels_last", fuse_integer_channels_last, lambda o: o.integer),
     # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.

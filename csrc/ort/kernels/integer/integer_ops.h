@@ -12,6 +12,8 @@ OpSpec qconv_spec(const std::string& name);
 OpSpec qconv_codes_spec(const std::string& name);
 // MaxPool over int8 codes with non-overlapping windows (kernel_shape == strides, no pads, floor rounding).
 OpSpec maxpool_codes_spec(const std::string& name);
+// AveragePool (no pads) / GlobalAveragePool over int8 codes, float32 out (the mean of the values they stand for).
+OpSpec avgpool_codes_spec(const std::string& name);
 OpSpec qgemm_spec(const std::string& name);
 // The float-exact backend (float_exact.cc).
 OpSpec quant_codes_spec(const std::string& name);

@@ -288,6 +288,58 @@ class MaxPoolCodesKernel : public OpKernel {
   int64_t ph_ = 1, pw_ = 1;
 };
 
+// AvgPoolCodes: an AveragePool (no pads, floor) or GlobalAveragePool over the int8 codes of the act_* quantizer
+// (a QConvCodes output), float32 out: the mean of the values the codes stand for (integer::avg_pool_codes).
+class AvgPoolCodesKernel : public OpKernel {
+ public:
+  explicit AvgPoolCodesKernel(const KernelInfo& info) {
+    const integer::ActQuant q = integer::nonneg_codes(integer_act_quant(info));
+    if (q.wide) throw_error("attribute 'act_bits': codes take a quantizer of at most 8 bits, got ", info.attr_int("act_bits", 8));
+    // The value of every code as the quantizer outputs it (dequantize_codes), and whether all are exact multiples.
+    int8_t codes[256];
+    for (int i = 0; i < 256; ++i) codes[i] = static_cast<int8_t>(i - 128);
+    integer::dequantize_codes(q, codes, v_.values, 256);
+    v_.offset = q.offset, v_.scale = q.scale, v_.scaled = true;
+    for (int i = 0; i < 256; ++i)
+      v_.scaled = v_.scaled && static_cast<double>(v_.values[i]) == static_cast<double>(i - 128 + q.offset) * v_.scale;
+    global_ = info.attr_bool("global", false);
+    if (global_) return;
+    const std::vector<int64_t> k = info.attr_ints("kernel_shape", {});
+    if (k.size() != 2 || k[0] < 1 || k[1] < 1 || k[0] > kMax || k[1] > kMax || k[0] * k[1] > kMaxWindow)
+      throw_error("attribute 'kernel_shape' must be 2 window sizes [kH, kW] in 1..", kMax, " with kH * kW <= ",
+                  kMaxWindow, ", got ", shape_str(k));
+    const std::vector<int64_t> st = info.attr_ints("strides", {1, 1});
+    if (st.size() != 2 || st[0] < 1 || st[1] < 1 || st[0] > kMax || st[1] > kMax)
+      throw_error("attribute 'strides' must be 2 strides in 1..", kMax, ", got ", shape_str(st));
+    kh_ = k[0], kw_ = k[1], sh_ = st[0], sw_ = st[1];
+  }
+
+  void compute(KernelContext& ctx) const override {
+    const TensorView x = ctx.required_input(0);
+    expect_dtype(x, kI8, "input X");
+    if (x.shape.size() != 4) throw_error("input X must be 4-D [N, C, H, W], got shape ", shape_str(x.shape));
+    const int64_t h = x.shape[2], w = x.shape[3];
+    int64_t kh = kh_, kw = kw_, sh = sh_, sw = sw_;
+    if (global_) {
+      if (h < 1 || w < 1 || h * w > kMaxWindow)
+        throw_error("input X is ", h, " x ", w, ": a global average takes 1 to ", kMaxWindow, " values per plane");
+      kh = sh = h, kw = sw = w;
+    }
+    if (h < kh || w < kw) throw_error("input X is ", h, " x ", w, ", smaller than the window ", kh, " x ", kw);
+    const Shape os = {x.shape[0], x.shape[1], (h - kh) / sh + 1, (w - kw) / sw + 1};
+    float* y = ctx.output_as<float>(0, os);
+    if (shape_size(os) == 0) return;
+    integer::avg_pool_codes(x.as<int8_t>(), checked_mul(x.shape[0], x.shape[1], "planes"), h, w, kh, kw, sh, sw, v_,
+                            y);
+  }
+
+ private:
+  static constexpr int64_t kMax = 1 << 16, kMaxWindow = 1 << 20;
+  integer::CodeValues v_;
+  bool global_ = false;
+  int64_t kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1;
+};
+
 class QGemmKernel : public OpKernel {
  public:
   explicit QGemmKernel(const KernelInfo& info) {
@@ -424,6 +476,31 @@ OpSpec maxpool_codes_spec(const std::string& name) {
   s.outputs = {req(kI8)};
   s.factory = [](const KernelInfo& info) { return std::make_unique<MaxPoolCodesKernel>(info); };
   s.infer = &infer_maxpool_codes;
+  return s;
+}
+
+static void infer_avgpool_codes(const InferContext& ctx) {
+  InferContext::Dims x;
+  if (!ctx.input_shape(0, &x) || x.rank() != 4) return;
+  const bool global = ctx.attr_int("global", 0) != 0;
+  const std::vector<int64_t> k = ctx.attr_ints("kernel_shape");
+  std::vector<int64_t> st = ctx.attr_ints("strides");
+  if (st.size() != 2) st.assign(2, 1);
+  for (size_t i = 0; i < 2; ++i) {
+    const bool known = global || (k.size() == 2 && k[i] >= 1 && st[i] >= 1 && x.dims[2 + i] >= k[i]);
+    x.dims[2 + i] = global ? 1 : known ? (x.dims[2 + i] - k[i]) / st[i] + 1 : -1;
+    x.sym[2 + i] = known ? std::string() : InferContext::fresh_dim();
+  }
+  ctx.set_output(0, kFloat, x);
+}
+
+OpSpec avgpool_codes_spec(const std::string& name) {
+  OpSpec s;
+  s.name = name;
+  s.inputs = {req(kI8)};
+  s.outputs = {req(kFloat)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<AvgPoolCodesKernel>(info); };
+  s.infer = &infer_avgpool_codes;
   return s;
 }
 

@@ -53,7 +53,7 @@ def _model(
         src = "r"
     nodes.append(helper.make_node("Quant", [src, "os", "oz", "ob"], ["v"], name="oquant", domain=Q, signed=signed))
     outputs = []
-    for i, (op, attrs) in enumerate(pools):
+    for i, (_op, attrs) in enumerate(pools):
         nodes.append(helper.make_node(op, ["v"], [f"y{i}"], name=f"pool{i}", **attrs))
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
     if extra_output:
@@ -117,7 +117,7 @@ def test_pool_of_codes_is_the_mean_of_the_quantized_values(case: int) -> None:
     x = (np.random.default_rng(case).standard_normal((2, 3, 12, 16)) * 0.4).astype(np.float32)
     v = _quantized(x, p, signed, relu)
     got = _run(m, x, integer=True)
-    for i, (op, attrs) in enumerate(pools):
+    for i, (_op, attrs) in enumerate(pools):
         k = attrs.get("kernel_shape")
         want = _mean(v, k, attrs.get("strides"))
         np.testing.assert_array_equal(got[i], want)

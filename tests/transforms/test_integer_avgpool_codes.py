@@ -53,7 +53,7 @@ def _model(
         src = "r"
     nodes.append(helper.make_node("Quant", [src, "os", "oz", "ob"], ["v"], name="oquant", domain=Q, signed=signed))
     outputs = []
-    for i, (_op, attrs) in enumerate(pools):
+    for i, (op, attrs) in enumerate(pools):
         nodes.append(helper.make_node(op, ["v"], [f"y{i}"], name=f"pool{i}", **attrs))
         outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None))
     if extra_output:

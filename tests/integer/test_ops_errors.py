@@ -3,10 +3,16 @@ and each op through onnxruntime against the numpy reference."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from conftest import ORT_ERRORS, make_node_model, run_model
+from ortquant import kernels
 from ortquant.reference import integer as ref
 
 D = "ortquant.integer"
@@ -228,24 +234,37 @@ def test_avgpool_codes_errors_name_the_problem(attrs, shape, message):
         run_model(model, feeds)
 
 
-def test_avgpool_codes_through_onnxruntime():
-    """The mean of the quantizer's values over each window, float64 then float32, against numpy: a scale whose
-    values are exact multiples (integer sums) and one whose float32 values are not (their float64 sum)."""
-    rng = np.random.default_rng(13)
-    for scale, bits, signed, offset in ((0.25, 4, 0, 0), (0.0371, 8, 1, 0), (0.0371, 8, 0, 128)):
-        a = rng.integers(0 if not signed else -128, 2**bits if not signed else 128, (2, 3, 7, 9))  # q - z values
-        codes = (a - offset).astype(np.int8)
-        v = (a.astype(np.float32) * np.float32(scale)).astype(np.float64)  # what the quantizer outputs
-        act = {"act_scale": scale, "act_bits": bits, "act_signed": signed}
-        model, feeds = make_node_model(
-            "AvgPoolCodes", D, [codes], attrs={**act, "kernel_shape": [3, 2], "strides": [2, 3]}
-        )
-        (y,) = run_model(model, feeds)
-        want = np.zeros((2, 3, 3, 3))
-        for i in range(3):
-            for j in range(3):
-                want[:, :, i, j] = v[:, :, 2 * i : 2 * i + 3, 3 * j : 3 * j + 2].sum(axis=(2, 3)) / 6
-        np.testing.assert_array_equal(y, want.astype(np.float32))
-        model, feeds = make_node_model("AvgPoolCodes", D, [codes], attrs={**act, "global": 1})
-        (y,) = run_model(model, feeds)
-        np.testing.assert_array_equal(y, (v.sum(axis=(2, 3), keepdims=True) / 63).astype(np.float32))
+_AVGPOOL_SCRIPT = r"""
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from conftest import make_node_model, run_model
+rng = np.random.default_rng(13)
+for scale, bits, signed, offset in ((0.25, 4, 0, 0), (0.0371, 8, 1, 0), (0.0371, 8, 0, 128)):
+    a = rng.integers(-128 if signed else 0, 128 if signed else 2**bits, (2, 3, 7, 37))  # q - z
+    codes = (a - offset).astype(np.int8)
+    v = a.astype(np.float64) * np.float64(np.float32(scale))  # the quantizer's real values
+    act = {"act_scale": scale, "act_bits": bits, "act_signed": signed}
+    model, feeds = make_node_model("AvgPoolCodes", "ortquant.integer", [codes],
+                                   attrs={**act, "kernel_shape": [3, 2], "strides": [2, 3]})
+    (y,) = run_model(model, feeds)
+    want = np.zeros((2, 3, 3, 12))
+    for i in range(3):
+        for j in range(12):
+            want[:, :, i, j] = v[:, :, 2 * i : 2 * i + 3, 3 * j : 3 * j + 2].sum(axis=(2, 3)) / 6
+    assert np.array_equal(y, want.astype(np.float32)), (scale, np.abs(y - want).max())
+    model, feeds = make_node_model("AvgPoolCodes", "ortquant.integer", [codes], attrs={**act, "global": 1})
+    (y,) = run_model(model, feeds)
+    assert np.array_equal(y, (v.sum(axis=(2, 3), keepdims=True) / (7 * 37)).astype(np.float32)), scale
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", kernels.supported_isas())
+def test_avgpool_codes_through_onnxruntime_on_every_path(isa):
+    """The exact mean of the quantizer's real values s * (q - z) over each window, float64 then float32, against
+    numpy, with the op library on each ISA path (ORTQUANT_ISA in a fresh process: the column sums are per ISA)."""
+    env = {**os.environ, "ORTQUANT_ISA": isa}
+    run = subprocess.run([sys.executable, "-c", _AVGPOOL_SCRIPT, str(Path(__file__).resolve().parents[1])],
+                         capture_output=True, text=True, env=env, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

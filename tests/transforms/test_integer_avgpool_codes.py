@@ -73,9 +73,11 @@ def _quantized(x: np.ndarray, p: dict[str, np.ndarray], signed: int, relu: bool)
     return qref.quant(y, p["os"], p["oz"], p["ob"], signed=bool(signed), narrow=False, rounding_mode="ROUND")
 
 
-def _mean(v: np.ndarray, k: list[int] | None, s: list[int] | None) -> np.ndarray:
-    """float32 of the float64 mean over each window (no pads, floor); k None: the whole plane."""
-    v64 = v.astype(np.float64)
+def _mean(v: np.ndarray, scale: float, k: list[int] | None, s: list[int] | None) -> np.ndarray:
+    """float32 of the float64 mean of the quantizer's real values scale * (q - z) (recovered from its float32
+    outputs ``v``) over each window (no pads, floor); k None: the whole plane."""
+    step = np.float64(np.float32(scale))
+    v64 = np.rint(v.astype(np.float64) / step) * step
     if k is None:
         return v64.mean(axis=(2, 3), keepdims=True).astype(np.float32)
     n, c, h, w = v.shape
@@ -119,11 +121,11 @@ def test_pool_of_codes_is_the_mean_of_the_quantized_values(case: int) -> None:
     got = _run(m, x, integer=True)
     for i, (_op, attrs) in enumerate(pools):
         k = attrs.get("kernel_shape")
-        want = _mean(v, k, attrs.get("strides"))
+        want = _mean(v, oscale, k, attrs.get("strides"))
         np.testing.assert_array_equal(got[i], want)
-    # against the pipeline without this step (onnxruntime's float pool: float32 additions of the quantizer's
+    # against the pipeline without this step (onnxruntime's float pool: float32 additions of the quantizer's float32
     # outputs): within their roundings, a few float32 ulps of the largest value (equal bits where the scale is a
-    # power of two and every sum is exact)
+    # power of two: every value and sum exact)
     without = _run(prepared_without(m, "fuse_integer_avgpool_codes"), x)
     for g, w in zip(got, without, strict=True):
         if oscale in (0.0625, 0.125):

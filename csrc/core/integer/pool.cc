@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/cpu.h"
+#include "core/integer/pool_kernels.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -120,50 +121,27 @@ void max_pool_windows(const float* x, int64_t planes, int64_t h, int64_t w, int6
 }
 
 void avg_pool_codes(const int8_t* x, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,
-                    int64_t sw, const CodeValues& v, float* y) {
+                    int64_t sw, int32_t offset, float scale, float* y) {
   const int64_t oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
   const int64_t k = kh * kw;
   // A power-of-two window: dividing by it is multiplying by its exact inverse (the same double).
   const bool pow2 = (k & (k - 1)) == 0;
-  const double inv = 1.0 / static_cast<double>(k), kd = static_cast<double>(k);
-  const auto mean = [&](double sum) { return static_cast<float>(pow2 ? sum * inv : sum / kd); };
+  const double inv = 1.0 / static_cast<double>(k), kd = static_cast<double>(k), s = scale;
+  const int64_t bias = static_cast<int64_t>(offset) * k;
+  const auto col_sums = select_isa(&scalar::code_col_sums_isa, &avx2::code_col_sums_isa, &avx512::code_col_sums_isa);
   thread_local std::vector<int32_t> cols;  // per input column: the sum over the window's rows
-  thread_local std::vector<double> fcols;
-  if (v.scaled) {
-    if (cols.size() < static_cast<size_t>(w)) cols.resize(static_cast<size_t>(w));
-  } else if (fcols.size() < static_cast<size_t>(w)) {
-    fcols.resize(static_cast<size_t>(w));
-  }
-  const int64_t bias = static_cast<int64_t>(v.offset) * k;
+  if (cols.size() < static_cast<size_t>(w)) cols.resize(static_cast<size_t>(w));
+  int32_t* const c = cols.data();
   for (int64_t p = 0; p < planes; ++p) {
     const int8_t* xp = x + p * h * w;
     float* yp = y + p * oh * ow;
     for (int64_t i = 0; i < oh; ++i) {
-      const int8_t* r0 = xp + i * sh * w;
-      if (v.scaled) {  // integer sums (|sum| < 2^28 for windows of at most 2^20 codes), times the scale: exact
-        int32_t* const c = cols.data();
-        for (int64_t t = 0; t < w; ++t) c[t] = r0[t];
-        for (int64_t r = 1; r < kh; ++r) {
-          const int8_t* row = r0 + r * w;
-          for (int64_t t = 0; t < w; ++t) c[t] += row[t];
-        }
-        for (int64_t j = 0; j < ow; ++j) {
-          int64_t sum = bias;
-          for (int64_t b = 0; b < kw; ++b) sum += c[j * sw + b];
-          yp[i * ow + j] = mean(static_cast<double>(sum) * v.scale);
-        }
-      } else {  // the values' float64 sums (exact)
-        double* const c = fcols.data();
-        for (int64_t t = 0; t < w; ++t) c[t] = v.values[r0[t] + 128];
-        for (int64_t r = 1; r < kh; ++r) {
-          const int8_t* row = r0 + r * w;
-          for (int64_t t = 0; t < w; ++t) c[t] += v.values[row[t] + 128];
-        }
-        for (int64_t j = 0; j < ow; ++j) {
-          double sum = 0.0;
-          for (int64_t b = 0; b < kw; ++b) sum += c[j * sw + b];
-          yp[i * ow + j] = mean(sum);
-        }
+      col_sums(xp + i * sh * w, kh, w, w, c);
+      for (int64_t j = 0; j < ow; ++j) {
+        int64_t sum = bias;
+        for (int64_t b = 0; b < kw; ++b) sum += c[j * sw + b];
+        const double v = static_cast<double>(sum) * s;  // exact
+        yp[i * ow + j] = static_cast<float>(pow2 ? v * inv : v / kd);
       }
     }
   }

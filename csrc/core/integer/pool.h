@@ -14,19 +14,13 @@ void max_pool_windows(const float* x, int64_t planes, int64_t h, int64_t w, int6
 // non-decreasing). On x86-64 the 2-wide windows take an SSE2 loop unless the active ISA path is "scalar".
 void max_pool_windows(const int8_t* x, int64_t planes, int64_t h, int64_t w, int64_t ph, int64_t pw, int8_t* y);
 
-// AvgPoolCodes: the mean of the float32 values v(c) that int8 codes c stand for (what their quantizer output:
-// values[c + 128]), over windows kh x kw with strides sh x sw, no padding, floor rounding (oh = (h - kh) / sh + 1,
-// ow likewise; h >= kh and w >= kw are the caller's to check): y = float32(double(sum of v over the window) / (kh *
-// kw)). The float64 sum is exact (the values are multiples of the smallest one's ulp, and a window holds at most
-// 2^20 of them), so y is the exact mean rounded to float64, then to float32. `scaled`: every v(c) equals
-// (c + offset) * scale exactly (e.g. a power-of-two scale); the sum is then taken over the integers c + offset.
-struct CodeValues {
-  float values[256];  // v(c) at c + 128
-  bool scaled = false;
-  int32_t offset = 0;
-  double scale = 1.0;
-};
+// AvgPoolCodes: the mean of the values int8 codes c stand for, (c + offset) * scale (the quantizer's real values
+// s * (q - z), c + offset being q - z), over windows kh x kw with strides sh x sw, no padding, floor rounding
+// (oh = (h - kh) / sh + 1, ow likewise; h >= kh and w >= kw are the caller's to check):
+// y = float32(double(sum of (c + offset) over the window) * scale / (kh * kw)). The integer sum and its product
+// with the float32 scale are exact (|sum| < 2^28 for windows of at most 2^20 codes), so y is the exact mean rounded
+// to float64, then to float32. The column sums run on the active ISA path (pool_kernels.h).
 void avg_pool_codes(const int8_t* x, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,
-                    int64_t sw, const CodeValues& v, float* y);
+                    int64_t sw, int32_t offset, float scale, float* y);
 
 }  // namespace ortquant::integer

@@ -292,16 +292,8 @@ class MaxPoolCodesKernel : public OpKernel {
 // (a QConvCodes output), float32 out: the mean of the values the codes stand for (integer::avg_pool_codes).
 class AvgPoolCodesKernel : public OpKernel {
  public:
-  explicit AvgPoolCodesKernel(const KernelInfo& info) {
-    const integer::ActQuant q = integer::nonneg_codes(integer_act_quant(info));
-    if (q.wide) throw_error("attribute 'act_bits': codes take a quantizer of at most 8 bits, got ", info.attr_int("act_bits", 8));
-    // The value of every code as the quantizer outputs it (dequantize_codes), and whether all are exact multiples.
-    int8_t codes[256];
-    for (int i = 0; i < 256; ++i) codes[i] = static_cast<int8_t>(i - 128);
-    integer::dequantize_codes(q, codes, v_.values, 256);
-    v_.offset = q.offset, v_.scale = q.scale, v_.scaled = true;
-    for (int i = 0; i < 256; ++i)
-      v_.scaled = v_.scaled && static_cast<double>(v_.values[i]) == static_cast<double>(i - 128 + q.offset) * v_.scale;
+  explicit AvgPoolCodesKernel(const KernelInfo& info) : q_(integer::nonneg_codes(integer_act_quant(info))) {
+    if (q_.wide) throw_error("attribute 'act_bits': codes take a quantizer of at most 8 bits, got ", info.attr_int("act_bits", 8));
     global_ = info.attr_bool("global", false);
     if (global_) return;
     const std::vector<int64_t> k = info.attr_ints("kernel_shape", {});
@@ -329,13 +321,13 @@ class AvgPoolCodesKernel : public OpKernel {
     const Shape os = {x.shape[0], x.shape[1], (h - kh) / sh + 1, (w - kw) / sw + 1};
     float* y = ctx.output_as<float>(0, os);
     if (shape_size(os) == 0) return;
-    integer::avg_pool_codes(x.as<int8_t>(), checked_mul(x.shape[0], x.shape[1], "planes"), h, w, kh, kw, sh, sw, v_,
-                            y);
+    integer::avg_pool_codes(x.as<int8_t>(), checked_mul(x.shape[0], x.shape[1], "planes"), h, w, kh, kw, sh, sw,
+                            q_.offset, q_.scale, y);
   }
 
  private:
   static constexpr int64_t kMax = 1 << 16, kMaxWindow = 1 << 20;
-  integer::CodeValues v_;
+  integer::ActQuant q_;
   bool global_ = false;
   int64_t kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1;
 };

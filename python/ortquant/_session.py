@@ -277,8 +277,8 @@ _DISABLED_OPTIMIZERS_KEY = "optimization.disable_specified_optimizers"
 
 
 def _integer_session_options(so: Any) -> None:
-    """Integer mode's choice of onnxruntime optimizations, unless the caller chose a list already: only the
-    NCHWc transformer stays off. ConvBNFusion, which registering turns off for default mode's qonnx bits, may
+    """Integer mode's choice of onnxruntime optimizations, unless the caller chose a list already: none is turned
+    off. The NCHWc transformer and ConvBNFusion, which registering turns off for default mode's qonnx bits, may
     re-round the float layers integer mode leaves (a first convolution on the float image and its BatchNormalization)
     within integer mode's numeric contract (docs/ops.md, "Integer mode")."""
     if _is_registered(so):
@@ -288,7 +288,7 @@ def _integer_session_options(so: Any) -> None:
         return  # set by the caller
     except RuntimeError:  # onnxruntime raises for a key that was never set
         pass
-    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "NchwcTransformer")
+    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "")
 
 
 def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
@@ -312,9 +312,9 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     reproduces qonnx's op-by-op float results bit for bit (docs/ops.md, "exact=True"; it sets the optimization
     level of ``sess_options``). Registering the library disables onnxruntime's ``NchwcTransformer`` and
     ``ConvBNFusion`` on the options (they re-round the float convolution in front of a quantizer, which can move it
-    by a step; docs/ops.md, "Default mode"); with ``integer=True`` only ``NchwcTransformer`` (a float layer integer
-    mode leaves, such as a first convolution on the float image, may then have its BatchNormalization folded, within
-    integer mode's contract). Options that carry that config key already, or were registered before, are left as
+    by a step; docs/ops.md, "Default mode"); with ``integer=True`` neither (a float layer integer mode leaves, such as
+    a first convolution on the float image, may then run on onnxruntime's NCHWc kernels with its BatchNormalization
+    folded, within integer mode's contract). Options that carry that config key already, or were registered before, are left as
     they are.
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the

@@ -314,8 +314,8 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     ``ConvBNFusion`` on the options (they re-round the float convolution in front of a quantizer, which can move it
     by a step; docs/ops.md, "Default mode"); with ``integer=True`` neither (a float layer integer mode leaves, such as
     a first convolution on the float image, may then run on onnxruntime's NCHWc kernels with its BatchNormalization
-    folded, within integer mode's contract). Options that carry that config key already, or were registered before, are left as
-    they are.
+    folded, within integer mode's contract). Options that carry that config key already, or were registered before,
+    are left as they are.
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the
     model, onnxruntime gets the path itself (no protobuf round trip, models over 2 GB work); otherwise it gets the

@@ -276,11 +276,20 @@ def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
 _DISABLED_OPTIMIZERS_KEY = "optimization.disable_specified_optimizers"
 
 
-def _integer_session_options(so: Any) -> None:
+def _empty_float_conv(model: onnx.ModelProto) -> bool:
+    """Whether a standard Conv of the model has a constant weight with no element (onnxruntime's NCHWc transformer
+    then fails at session creation: "invalid channel count"; its plain Conv runs it)."""
+    empty = {t.name for t in model.graph.initializer if any(d == 0 for d in t.dims)}
+    return any(n.op_type == "Conv" and n.domain in ("", "ai.onnx") and len(n.input) > 1 and n.input[1] in empty
+               for n in model.graph.node)  # fmt: skip
+
+
+def _integer_session_options(so: Any, model: onnx.ModelProto) -> None:
     """Integer mode's choice of onnxruntime optimizations, unless the caller chose a list already: none is turned
     off. The NCHWc transformer and ConvBNFusion, which registering turns off for default mode's qonnx bits, may
     re-round the float layers integer mode leaves (a first convolution on the float image and its BatchNormalization)
-    within integer mode's numeric contract (docs/ops.md, "Integer mode")."""
+    within integer mode's numeric contract (docs/ops.md, "Integer mode"). A float Conv with an empty weight keeps the
+    NCHWc transformer off (onnxruntime's NCHWc form refuses it; the plain one runs it, as default mode does)."""
     if _is_registered(so):
         return  # registered before: the caller's options already say what they want
     try:
@@ -288,7 +297,7 @@ def _integer_session_options(so: Any) -> None:
         return  # set by the caller
     except RuntimeError:  # onnxruntime raises for a key that was never set
         pass
-    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "")
+    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "NchwcTransformer" if _empty_float_conv(model) else "")
 
 
 def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
@@ -345,7 +354,7 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
                 stacklevel=2,
             )
     if integer and not exact:
-        _integer_session_options(so)
+        _integer_session_options(so, prepared)
     register(so)
     providers = list(providers) if providers is not None else ["CPUExecutionProvider"]
     if provider_options is not None:

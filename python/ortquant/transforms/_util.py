@@ -42,6 +42,16 @@ def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def input_readers(nodes: list[onnx.NodeProto]) -> dict[str, list[tuple[int, int]]]:
+    """Per value name, the (node index, input index) pairs that read it, in node order (empty names skipped)."""
+    readers: dict[str, list[tuple[int, int]]] = {}
+    for i, n in enumerate(nodes):
+        for k, v in enumerate(n.input):
+            if v:
+                readers.setdefault(v, []).append((i, k))
+    return readers
+
+
 def set_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], stale: set[str]) -> None:
     """Replace the graph's nodes by ``nodes`` and drop the ``value_info`` entries of the values in ``stale`` (values
     a rewrite removed, or whose shape it changed)."""

@@ -28,7 +28,7 @@ from onnx import helper
 
 from ortquant.transforms import _read
 from ortquant.transforms._integer_common import SkipError
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, copy_model, set_nodes
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, copy_model, input_readers, set_nodes
 from ortquant.transforms.integer_codes import _ACT_DEFAULTS, rename_codes
 from ortquant.transforms.lower_integer import _activation, _Graph
 
@@ -67,11 +67,7 @@ def fuse_integer_avgpool_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = list(model.graph.node)
     if not any(n.op_type == "QConv" and n.domain == INTEGER_DOMAIN for n in nodes):
         return model
-    readers: dict[str, list[tuple[int, int]]] = {}
-    for i, n in enumerate(nodes):
-        for k, v in enumerate(n.input):
-            if v:
-                readers.setdefault(v, []).append((i, k))
+    readers = input_readers(nodes)
     outputs = {o.name for o in model.graph.output}
     graph: _Graph | None = None
     plans: list[tuple[int, int, dict[str, object], list[tuple[int, dict[str, object]]]]] = []

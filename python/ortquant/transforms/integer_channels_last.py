@@ -21,7 +21,7 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
+from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, input_readers, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
 
@@ -41,11 +41,7 @@ def _plain(conv: onnx.NodeProto) -> bool:
 def fuse_integer_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
     """Fuse a ``Transpose(perm = [0, 2, 3, 1])`` after a ``QConv`` into it; see the module doc."""
     nodes = list(model.graph.node)
-    readers: dict[str, list[tuple[int, int]]] = {}
-    for i, n in enumerate(nodes):
-        for k, v in enumerate(n.input):
-            if v:
-                readers.setdefault(v, []).append((i, k))
+    readers = input_readers(nodes)
     outputs = {o.name for o in model.graph.output}
     fused: list[tuple[int, int]] = []  # (conv, transpose)
     for i, conv in enumerate(nodes):

@@ -32,7 +32,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ortquant.transforms._integer_common import SkipError
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, copy_model, set_nodes
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, copy_model, input_readers, set_nodes
 from ortquant.transforms.lower_integer import _activation, _Graph
 
 INTEGER_DOMAIN = "ortquant.integer"
@@ -100,11 +100,7 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
 
     if sum(1 for n in nodes if is_qconv(n)) < 2:
         return model
-    readers: dict[str, list[tuple[int, int]]] = {}
-    for i, n in enumerate(nodes):
-        for k, v in enumerate(n.input):
-            if v:
-                readers.setdefault(v, []).append((i, k))
+    readers = input_readers(nodes)
     outputs = {o.name for o in model.graph.output}
     inits = {t.name: t for t in model.graph.initializer}
 

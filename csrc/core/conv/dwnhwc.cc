@@ -76,13 +76,13 @@ int64_t dw_nhwc_sums_offset(const DwNhwcArgs& d) {
     if (__builtin_mul_overflow(2 * d.hp, dw_rows_stride(d), &rows) || rows > kLimit) return -1;
     off = std::max(off, round64(rows));
   } else if (dw_rows_s1(d)) {  // the stride-1 row kernel: one int16 plane of the band's padded rows, or (AVX-512
-                               // VNNI) their quad rows and one padded byte row
+                               // VNNI) their quad rows
     const int64_t in_rows = dw_band_in_rows(d, d.band);
     int64_t plane = 0, quads = 0;
     if (__builtin_mul_overflow(in_rows, dw_rows_s1_stride(d) * 2, &plane) || plane > kLimit) return -1;
     if (__builtin_mul_overflow(in_rows, dw_rows_s1_groups(d) * dw_rows_s1_quads(d) * 4, &quads) || quads > kLimit)
       return -1;
-    off = std::max({off, round64(plane), round64(quads) + dw_rows_s1_xrow(d)});
+    off = std::max({off, round64(plane), round64(quads)});
   }
   return off;
 }

@@ -112,14 +112,9 @@ inline int64_t dw_rows_s1_stride(const DwNhwcArgs& d) {
 }
 // The AVX-512 VNNI body of the same kernel (dwnhwc_avx512vnni.cc, raw sums only) reads quad rows instead: per padded
 // input row and group of 4 taps of a kernel row (dw_rows_s1_groups), dw_rows_s1_quads int32 lanes (the output
-// columns rounded up to 16), built from one zero-padded byte row of dw_rows_s1_xrow bytes (its reads reach column
-// quads + 4 * groups + 7).
+// columns rounded up to 16), built straight from the input row (masked loads at its edges).
 inline int64_t dw_rows_s1_groups(const DwNhwcArgs& d) { return (d.a.kw + 3) / 4; }
 inline int64_t dw_rows_s1_quads(const DwNhwcArgs& d) { return (d.ow + 15) / 16 * 16; }
-inline int64_t dw_rows_s1_xrow(const DwNhwcArgs& d) {
-  const int64_t need = std::max(dw_rows_s1_quads(d) + 4 * dw_rows_s1_groups(d) + 8, d.a.pl + d.w);
-  return (need + 63) / 64 * 64;
-}
 // Its padded row stride in bytes (planes of hp such rows): the vectors read up to byte 2 * round8(ow) + 1 of a
 // padded row; the copy writes bytes [pl, pl + w).
 inline int64_t dw_rows_stride(const DwNhwcArgs& d) {

@@ -415,6 +415,8 @@ def _prepared_seeds(integer: bool) -> list[tuple[str, bytes, dict[str, np.ndarra
     if integer:
         m, feeds = _xnor_conv()
         seeds.append(("integer_xnor_conv", ortquant.prepare_model(m, integer=True), feeds))
+        m, feeds = _declared_input_conv()
+        seeds.append(("integer_declared_input", ortquant.prepare_model(m, integer=True), feeds))
     return [(name, m.SerializeToString(), feeds) for name, m, feeds in seeds]
 
 
@@ -440,3 +442,31 @@ def _xnor_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
     m.ir_version = IR_VERSION
     return m, {"x": rng.standard_normal((1, 8, 7, 9)).astype(np.float32)}
+
+
+def _declared_input_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A convolution reading a graph input that declares finn_datatype UINT8: integer mode lowers it with
+    ``act_check`` (its input checked against the grid at run time), which no models/ network has."""
+    rng = np.random.default_rng(4)
+    q = "qonnx.custom_op.general"
+    inits = [
+        numpy_helper.from_array((rng.standard_normal((4, 3, 3, 3)) * 0.2).astype(np.float32), "w"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "ws"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "wz"),
+        numpy_helper.from_array(np.array(4.0, np.float32), "wb"),
+    ]
+    nodes = [
+        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="quant_w", domain=q, signed=1, narrow=1),
+        helper.make_node("Conv", ["x", "wq"], ["y"], name="conv", pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "declared_input_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    a = graph.quantization_annotation.add()
+    a.tensor_name = "x"
+    kv = a.quant_parameter_tensor_names.add()
+    kv.key, kv.value = "finn_datatype", "UINT8"
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
+    m.ir_version = IR_VERSION
+    return m, {"x": rng.integers(0, 256, (1, 3, 6, 7)).astype(np.float32)}

@@ -142,6 +142,7 @@ def test_pool_of_codes_is_the_mean_of_the_quantized_values(case: int) -> None:
         (("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2]}), None),  # not an average (another rule's)
         (("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}), "v"),  # the quantizer's output is an output
         (("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]}), "r"),  # the layer's output is read twice
+        (("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2], "narrow": 1}), None),  # onnxruntime refuses it
     ],
 )
 def test_not_fused(pool: tuple[str, dict], extra: str | None) -> None:

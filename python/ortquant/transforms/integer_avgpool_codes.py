@@ -91,6 +91,8 @@ def fuse_integer_avgpool_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         pools = [(r, _pool_attrs(nodes[r])) for r, k in rv if k == 0]
         if len(pools) != len(rv) or any(p is None for _, p in pools):
             continue
+        if any(_read.standard_node_problem(nodes[r], model) is not None for r, _ in pools):
+            continue  # left for onnxruntime to refuse
         if graph is None:
             graph = _Graph(model)
         try:

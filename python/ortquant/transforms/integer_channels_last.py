@@ -55,6 +55,8 @@ def fuse_integer_channels_last(model: onnx.ModelProto) -> onnx.ModelProto:
             continue
         if list(_read.attr_ints(t, "perm", None) or []) != [0, 2, 3, 1]:
             continue
+        if _read.standard_node_problem(t, model) is not None:  # left for onnxruntime to refuse
+            continue
         fused.append((i, rs[0][0]))
     if not fused:
         return model

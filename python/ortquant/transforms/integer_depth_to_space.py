@@ -54,8 +54,8 @@ def fuse_integer_depth_to_space(model: onnx.ModelProto) -> onnx.ModelProto:
     plan: list[tuple[int, int, tuple[int, str], int | None]] = []  # (conv, shuffle, (bs, mode), relu)
     for si, node in enumerate(nodes):
         shuffle = _shuffle(node)
-        if shuffle is None:
-            continue
+        if shuffle is None or _read.standard_node_problem(node, model) is not None:
+            continue  # (a node onnxruntime would refuse as written is left for it to refuse)
         ci = producer.get(node.input[0])
         if ci is None or readers.get(node.input[0]) != [si] or node.input[0] in outputs:
             continue
@@ -70,7 +70,7 @@ def fuse_integer_depth_to_space(model: onnx.ModelProto) -> onnx.ModelProto:
         if len(rs) == 1 and node.output[0] not in outputs and not ("relu" in attrs and attrs["relu"].i):
             r = nodes[rs[0]]
             if r.op_type == "Relu" and r.domain in STANDARD_DOMAINS and len(r.output) == 1:
-                relu = rs[0]
+                relu = rs[0] if _read.standard_node_problem(r, model) is None else None
         plan.append((ci, si, shuffle, relu))
     if not plan:
         return model

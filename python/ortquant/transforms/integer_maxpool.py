@@ -88,8 +88,8 @@ def fuse_integer_maxpool(model: onnx.ModelProto) -> onnx.ModelProto:
     index = {id(n): i for i, n in enumerate(nodes)}
     for i, node in enumerate(nodes):
         window = _window(node)
-        if window is None:
-            continue
+        if window is None or _read.standard_node_problem(node, model) is not None:
+            continue  # (a node onnxruntime would refuse as written is left for it to refuse)
         src = producer.get(node.input[0])
         squeeze = None
         if len(window) == 1 and src is not None and _squeezes_axis_2(src, inits) and private(node.input[0]):

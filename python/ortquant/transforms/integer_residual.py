@@ -21,6 +21,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
+from ortquant.transforms import _read
 from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
@@ -88,6 +89,8 @@ def fuse_integer_residual(model: onnx.ModelProto) -> onnx.ModelProto:
     for ai, add in enumerate(nodes):
         if add.op_type != "Add" or add.domain not in STANDARD_DOMAINS or len(add.input) != 2 or len(add.output) != 1:
             continue
+        if _read.standard_node_problem(add, model) is not None:  # left for onnxruntime to refuse
+            continue
         cands = [(fusable_conv(v, ai), 1 - k) for k, v in enumerate(add.input)]
         cands = [(ci, k) for ci, k in cands if ci is not None and ci not in used]
         if not cands:
@@ -105,7 +108,7 @@ def fuse_integer_residual(model: onnx.ModelProto) -> onnx.ModelProto:
         if len(rs) == 1 and add.output[0] not in outputs:
             r = nodes[rs[0]]
             if r.op_type == "Relu" and r.domain in STANDARD_DOMAINS and len(r.output) == 1:
-                relu = rs[0]
+                relu = rs[0] if _read.standard_node_problem(r, model) is None else None
         plan.append((ai, ci, relu, add.input[other]))
         used.add(ci)
     if not plan:

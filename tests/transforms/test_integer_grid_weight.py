@@ -142,3 +142,32 @@ def test_reasons_when_the_weight_has_no_usable_grid(case, reason):
     d = next(d for d in integer_plan(m) if d.node == "mm")
     assert not d.integer and reason in d.reason, d
     assert lower_integer(m) is m
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "shape", "want"),
+    [
+        ("Transpose", {"perm": [1, 0]}, (2, 3), (3, 2)),
+        ("Transpose", {"perm": [1, -(1 << 63)]}, (2, 3), None),  # not a permutation (numpy would wrap it): not here
+        ("Transpose", {"perm": [1, 1]}, (2, 3), None),
+        ("Flatten", {"axis": 2}, (2, 3), (6, 1)),  # axis = rank: one column (a modulo made it one row)
+        ("Flatten", {"axis": -1}, (2, 3, 4), (6, 4)),
+        ("Flatten", {"axis": 3}, (2, 3), None),
+        ("Squeeze", {"axes": [1]}, (2, 1), (2,)),
+        ("Squeeze", {"axes": [3]}, (2, 1), None),  # out of range (a modulo made it axis 1)
+        ("Unsqueeze", {"axes": [-1]}, (2, 3), (2, 3, 1)),
+        ("Unsqueeze", {"axes": [5]}, (2, 3), None),
+    ],
+)
+def test_weight_data_movement_takes_only_what_onnx_allows(op, attrs, shape, want):
+    """The weight subgraph's data movement in numpy: the ONNX op's own result, and None (left to the session that
+    evaluates what is left, which refuses it, naming the node) for axes the op does not allow."""
+    from ortquant.transforms.integer_grid_weight import _move
+
+    x = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    got = _move(helper.make_node(op, ["x"], ["y"], **attrs), [x])
+    if want is None:
+        assert got is None
+    else:
+        assert got is not None and got.shape == want
+        np.testing.assert_array_equal(got.ravel(), (x.T if op == "Transpose" else x).ravel())

@@ -70,12 +70,19 @@ def _move(node: onnx.NodeProto, args: list[np.ndarray | None]) -> np.ndarray | N
         return None
     if node.op_type == "Identity":
         return x
+    # Axes outside what the ONNX op allows are not handled here (the session that evaluates what is left refuses
+    # them, naming the node), so a value numpy would wrap never becomes a weight.
     if node.op_type == "Transpose":
         perm = a.get("perm")
+        if perm is not None and sorted(int(p) for p in perm) != list(range(x.ndim)):  # type: ignore[attr-defined]
+            return None
         return np.transpose(x, None if perm is None else list(perm))  # type: ignore[call-overload]
     if node.op_type == "Flatten":
-        axis = int(a.get("axis", 1)) % max(x.ndim, 1)  # type: ignore[call-overload]
-        return x.reshape(int(np.prod(x.shape[:axis])), -1)
+        axis = int(a.get("axis", 1))  # type: ignore[call-overload]
+        if not -x.ndim <= axis <= x.ndim:
+            return None
+        axis = axis + x.ndim if axis < 0 else axis
+        return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
     if node.op_type == "Reshape":
         shape = args[1] if len(args) > 1 else None
         if shape is None or a.get("allowzero", 0):
@@ -88,9 +95,13 @@ def _move(node: onnx.NodeProto, args: list[np.ndarray | None]) -> np.ndarray | N
     if node.op_type == "Squeeze":
         if axes_v is None:
             return np.squeeze(x)
+        if any(not -x.ndim <= int(d) < x.ndim for d in axes_v):  # type: ignore[attr-defined]
+            return None
         return np.squeeze(x, tuple(int(d) % x.ndim for d in axes_v))  # type: ignore[attr-defined]
     if node.op_type == "Unsqueeze" and axes_v is not None:
         rank = x.ndim + len(axes_v)  # type: ignore[arg-type]
+        if any(not -rank <= int(d) < rank for d in axes_v):  # type: ignore[attr-defined]
+            return None
         return np.expand_dims(x, tuple(sorted(int(d) % rank for d in axes_v)))  # type: ignore[attr-defined]
     return None
 

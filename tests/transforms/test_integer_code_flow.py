@@ -252,3 +252,17 @@ def test_maxpool_codes_matches_numpy():
         oh, ow = h // k[0], w // k[1]
         want = x[:, :, : oh * k[0], : ow * k[1]].reshape(n, c, oh, k[0], ow, k[1]).max((3, 5))
         np.testing.assert_array_equal(y, want)
+
+
+@pytest.mark.parametrize("op", ["leaky", "pool"])
+def test_a_step_onnxruntime_refuses_is_left_for_it_to_refuse(op: str):
+    """A LeakyRelu or MaxPool with an attribute its schema does not have: the region keeps it, and integer mode
+    refuses the model as the default mode does (onnxruntime names the node), instead of folding it away."""
+    m = _unet(leaky=0.1015625)
+    node = next(n for n in m.graph.node if n.name == op)
+    node.attribute.append(helper.make_attribute("narrow", 1))
+    prepared = ortquant.prepare_model(m, integer=True)
+    assert node.op_type in _ops(prepared), _ops(prepared)
+    for integer in (False, True):
+        with pytest.raises(Exception, match="Unrecognized attribute: narrow"):
+            ortquant.InferenceSession(m, integer=integer)

@@ -135,6 +135,8 @@ def flow_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     def check_mover(n: onnx.NodeProto) -> None:
         if n.domain not in STANDARD_DOMAINS or len(n.output) != 1:
             raise _NoRegionError(f"{n.op_type} {n.name!r}")
+        if _read.standard_node_problem(n, model) is not None:  # left for onnxruntime to refuse
+            raise _NoRegionError(f"{n.op_type} {n.name!r} fails its ONNX schema")
         if n.op_type == "Resize" and (_read.attr_string(n, "mode", "nearest") or "nearest") != "nearest":
             raise _NoRegionError("a Resize that interpolates")
         if n.op_type == "MaxPool":
@@ -198,6 +200,8 @@ def flow_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         if is_quant(n) and len(n.input) >= 1 and len(n.output) == 1:
             return
         if n.domain in STANDARD_DOMAINS and n.op_type in _ELEMENTWISE and len(n.output) == 1:
+            if _read.standard_node_problem(n, model) is not None:  # left for onnxruntime to refuse
+                raise _NoRegionError(f"{n.op_type} {n.name!r} fails its ONNX schema")
             return
         if n.op_type in _MOVERS:
             return check_mover(n)

@@ -44,6 +44,22 @@ def init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
     return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
 
 
+def qconv_params(rng: np.random.Generator, m: int, c: int, k: list[int]) -> dict[str, np.ndarray]:
+    """The initializers :func:`qconv_reference` reads: weights ``w`` [m, c, *k] with per-channel scales ``ws`` (4-bit
+    signed narrow, zero point ``wz``, bits ``wb``), the activation quantizer ``as``/``az``/``ab`` (0.05, 4-bit
+    unsigned) and the bias ``cb``."""
+    return {
+        "w": (rng.standard_normal((m, c, *k)) * 0.3).astype(np.float32),
+        "ws": (0.01 + rng.random((m,) + (1,) * (1 + len(k))) * 0.05).astype(np.float32),
+        "wz": np.float32(0),
+        "wb": np.float32(4),
+        "as": np.float32(0.05),
+        "az": np.float32(0),
+        "ab": np.float32(4),
+        "cb": (rng.standard_normal(m) * 0.1).astype(np.float32),
+    }
+
+
 def qconv_reference(x: np.ndarray, p: dict[str, np.ndarray], k: list[int], *, relu: bool = True) -> np.ndarray:
     """The integer-mode output of ``Quant(x; as, az=0, 4 bits unsigned) -> Conv(Quant(w; ws, 4 bits signed narrow),
     cb, pads 1) [-> Relu]`` from the integer reference: act codes, an int64 convolution, one float64 rescale. 1-D

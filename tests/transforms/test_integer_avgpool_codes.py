@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from _integer_fixtures import init as _init
-from _integer_fixtures import prepared_without, qconv_reference
+from _integer_fixtures import prepared_without, qconv_params, qconv_reference
 from onnx import TensorProto, helper
 
 import ortquant
@@ -20,28 +20,13 @@ from ortquant.transforms.integer_avgpool_codes import fuse_integer_avgpool_codes
 Q = "qonnx.custom_op.general"
 
 
-def _params(rng: np.random.Generator, m: int, c: int, oscale: float, obits: int) -> dict[str, np.ndarray]:
-    return {
-        "w": (rng.standard_normal((m, c, 3, 3)) * 0.3).astype(np.float32),
-        "ws": (0.01 + rng.random((m, 1, 1, 1)) * 0.05).astype(np.float32),
-        "wz": np.float32(0),
-        "wb": np.float32(4),
-        "as": np.float32(0.05),
-        "az": np.float32(0),
-        "ab": np.float32(4),
-        "cb": (rng.standard_normal(m) * 0.1).astype(np.float32),
-        "os": np.float32(oscale),
-        "oz": np.float32(0),
-        "ob": np.float32(obits),
-    }
-
-
 def _model(
     x_shape: list[int], pools: list[tuple[str, dict]], *, oscale: float = 0.0625, obits: int = 4, signed: int = 0,
     extra_output: str | None = None, relu: bool = True,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:  # fmt: skip
     """Quant -> Conv (pads 1) [-> Relu] -> Quant(os, obits) -> one pool per entry of ``pools`` -> y0, y1 ..."""
-    p = _params(np.random.default_rng(5), 6, x_shape[1], oscale, obits)
+    p = qconv_params(np.random.default_rng(5), 6, x_shape[1], [3, 3])
+    p.update(os=np.float32(oscale), oz=np.float32(0), ob=np.float32(obits))  # the output quantizer
     nodes = [
         helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
         helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),

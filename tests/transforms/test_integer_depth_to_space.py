@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from _integer_fixtures import init as _init
-from _integer_fixtures import qconv_reference
+from _integer_fixtures import qconv_params, qconv_reference
 from onnx import TensorProto, helper
 
 import ortquant
@@ -21,16 +21,7 @@ Q = "qonnx.custom_op.general"
 
 def _model(c: int, m: int, hw: tuple[int, int], bs: int, mode: str, relu: bool):
     rng = np.random.default_rng(11)
-    p = {
-        "w": (rng.standard_normal((m, c, 3, 3)) * 0.3).astype(np.float32),
-        "ws": (0.01 + rng.random((m, 1, 1, 1)) * 0.05).astype(np.float32),
-        "wz": np.float32(0),
-        "wb": np.float32(4),
-        "as": np.float32(0.05),
-        "az": np.float32(0),
-        "ab": np.float32(4),
-        "cb": (rng.standard_normal(m) * 0.1).astype(np.float32),
-    }
+    p = qconv_params(rng, m, c, [3, 3])
     nodes = [
         helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
         helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from _integer_fixtures import init as _init
-from _integer_fixtures import qconv_reference
+from _integer_fixtures import qconv_params, qconv_reference
 from onnx import TensorProto, helper
 
 import ortquant
@@ -18,24 +18,11 @@ from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 Q = "qonnx.custom_op.general"
 
 
-def _params(rng: np.random.Generator, m: int, c: int, k: list[int]) -> dict[str, np.ndarray]:
-    return {
-        "w": (rng.standard_normal((m, c, *k)) * 0.3).astype(np.float32),
-        "ws": (0.01 + rng.random((m,) + (1,) * (1 + len(k))) * 0.05).astype(np.float32),
-        "wz": np.float32(0),
-        "wb": np.float32(4),
-        "as": np.float32(0.05),
-        "az": np.float32(0),
-        "ab": np.float32(4),
-        "cb": (rng.standard_normal(m) * 0.1).astype(np.float32),
-    }
-
-
 def _model(
     x_shape: list, k: list[int], pool: dict, *, extra_output: bool = False, opset: int = 17
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """Quant -> Conv (pads 1) -> Relu -> MaxPool(**pool) -> y; 1-D when len(k) == 1."""
-    p = _params(np.random.default_rng(7), 6, x_shape[1], k)
+    p = qconv_params(np.random.default_rng(7), 6, x_shape[1], k)
     nodes = [
         helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
         helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),

@@ -112,8 +112,12 @@ def _stacks(pid: int) -> str:
     if gdb is None:
         return ""
     try:
-        r = subprocess.run([gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 25"],
-                           capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [gdb, "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 25"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         return f"; gdb failed: {e!r}"[:300]
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith(("Thread ", "#"))]

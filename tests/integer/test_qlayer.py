@@ -163,13 +163,17 @@ def test_qconv_matches_reference_bitwise(isa, act, case, relu):
 
 
 # Outputs of more than 1 MiB of int32 sums run in bands of output rows (QConv::run_bands): each band copies its
-# input rows (with the halo of a 3x3 kernel, the padding rows at the image's edges, a last short band) and rescales
-# in cache. Shapes as in hls4ml's separable convolutions (few channels, large images), scaled down.
+# input rows (with the halo of a 3x3 kernel, the padding rows at the image's edges, a last short band; a plain 1x1
+# layer reads them in place) and rescales in cache. Shapes as in hls4ml's separable convolutions (few channels, large images), scaled down.
 BAND_CASES = [
     # (n, c, h, w), (m, kh, kw), strides, pads, dilations, group, act
     ((1, 8, 203, 200), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, {"bits": 4, "signed": True}),  # depthwise
     ((2, 3, 131, 128), (16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, {"bits": 4, "signed": True}),  # 1x1, K = 3
     ((1, 16, 130, 128), (16, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, {"bits": 8, "signed": True}),  # offset 0
+    # A plain 1x1 layer reads each band's rows in place (planes h * w apart): two images, a short last band.
+    ((2, 40, 75, 80), (48, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1, {"bits": 4, "signed": True}),
+    # A 1x1 layer with padding copies its bands (padded with the code of 0).
+    ((1, 20, 90, 100), (32, 1, 1), (1, 1), (1, 2, 0, 1), (1, 1), 1, {"bits": 4, "signed": True}),
     ((1, 4, 301, 300), (16, 3, 3), (2, 2), (2, 1, 2, 2), (2, 2), 2, {"bits": 8, "signed": False}),  # strided
     ((1, 3, 400, 400), (3, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 3, {"bits": 3, "signed": False, "zeropt": 2.0}),
 ]

@@ -670,9 +670,8 @@ Conv2d::Conv2d(const int8_t* w, int64_t m, int64_t cg, const ConvAttrs& a)
   }
   const int64_t mg = m / a.group;
   const int64_t k = cg * khw;
-  const bool plain_1x1 = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && a.pb == 0 &&
-                         a.pr == 0;
-  quad_ = cg % 4 == 0 && !plain_1x1;
+  plain_1x1_ = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.pt == 0 && a.pl == 0 && a.pb == 0 && a.pr == 0;
+  quad_ = cg % 4 == 0 && !plain_1x1_;
   if (quad_) {
     // Reduction order (tap, channel): wq[j][t * cg + c] = w[j][c][t].
     std::vector<int8_t> wq(static_cast<size_t>(mg * k));
@@ -788,12 +787,14 @@ void Conv2d::run_raw_dw(const int8_t* x, const Shape& xs, const Epilogue& ep, co
 }
 
 void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const RawSink& sink, const Parallel& par,
-                     Kernel kernel) const {
+                     Kernel kernel, int64_t plane_stride) const {
   if (!gemm_path()) throw_error("run_raw: this convolution runs on a depthwise kernel, not the GEMM path");
   if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw: the epilogue must produce raw sums");
   const Shape os = output_shape(xs);
+  if (plane_stride != 0 && (!plain_1x1_ || plane_stride < xs[2] * xs[3]))
+    throw_error("run_raw: a plane stride needs a plain 1x1 layer and at least h * w = ", xs[2] * xs[3]);
   if (os[0] == 0 || os[2] * os[3] == 0) return;
-  run_gemm(x, xs, ep, nullptr, &sink, par, kernel);
+  run_gemm(x, xs, ep, nullptr, &sink, par, kernel, nullptr, plane_stride);
 }
 
 bool Conv2d::quad_fill_ok(const Shape& xs) const {
@@ -880,9 +881,11 @@ void Conv2d::run_raw_fill(const QuadFill& fill, const Shape& xs, const Epilogue&
 }
 
 void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const RawSink* sink,
-                      const Parallel& par, Kernel kernel, const QuadFill* fill) const {
+                      const Parallel& par, Kernel kernel, const QuadFill* fill, int64_t plane_stride) const {
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
+  // Distance between channel planes (only the direct 1x1 path below reads planes that are not h * w apart).
+  const int64_t ps = plane_stride == 0 ? h * w : plane_stride;
   const int64_t es = static_cast<int64_t>(gemm::out_elem_size(ep.kind));
   const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   const int64_t mg = m_ / a_.group;
@@ -1013,9 +1016,9 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
   }
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t gi = 0; gi < a_.group; ++gi) {
-      const int8_t* xg = x + (b * c + gi * cg_) * h * w;
+      const int8_t* xg = x + (b * c + gi * cg_) * ps;
       if (direct) {
-        for (int64_t kk = 0; kk < k; ++kk) rows[kk] = xg + kk * h * w;
+        for (int64_t kk = 0; kk < k; ++kk) rows[kk] = xg + kk * ps;
       } else {
         par(build_tasks, [&](size_t t) {
           const int64_t c0 = cg_ * static_cast<int64_t>(t) / static_cast<int64_t>(build_tasks);
@@ -1030,7 +1033,9 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
       // from memory were slower than the scan's one sequential stream, with software prefetching or without.)
       Epilogue eg = ep;
       if (ep.bias) eg.bias = ep.bias + gi * mg;
-      const int32_t image_x_max = prove && !segmented ? gemm::proven_x_max(xg, 1, cg_ * h * w, 0) : int32_t{-1};
+      const int32_t image_x_max = !prove || segmented ? int32_t{-1}
+                                  : ps == h * w       ? gemm::proven_x_max(xg, 1, cg_ * h * w, 0)
+                                                      : gemm::proven_x_max(xg, cg_, h * w, ps);
       char* og = sink ? nullptr : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
       char* dst = grid_out == nullptr ? og : grid_out;
       gemm::gemm_cols_source_proven(

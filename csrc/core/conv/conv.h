@@ -72,8 +72,12 @@ class Conv2d {
   // The GEMM path with ep.kind == kRaw, handing each (image, group) block of sums to `sink` while it is still in
   // cache instead of copying it to an output (integer mode rescales it to float there). Throws Error when
   // !gemm_path() or ep.kind != kRaw.
+  // plane_stride (0: xs[2] * xs[3]): the distance between the input's channel planes when they are rows of a larger
+  // tensor, e.g. a band of rows of each plane read in place; only a plain_1x1() layer takes one (Error otherwise).
   void run_raw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const RawSink& sink,
-               const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+               const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto, int64_t plane_stride = 0) const;
+  // A 1x1 layer with unit strides and no padding: the GEMM reads the input planes as they are (no im2col copy).
+  bool plain_1x1() const { return plain_1x1_; }
   // Writes the int8 codes of the input positions (sel.r0 + i * sel.rstep, sel.c0 + j * sel.cstep), i < sel.rows,
   // j < sel.cols, of the 4 input channels [c, c + 4) of image b, [4][sel.rows][sel.cols], at dst: run_raw_fill's
   // source, so that a caller can quantize each quad of channels straight into the engine's planes (through a buffer
@@ -113,13 +117,15 @@ class Conv2d {
 
  private:
   void run_gemm(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const RawSink* sink,
-                const gemm::Parallel& par, gemm::Kernel kernel, const QuadFill* fill = nullptr) const;
+                const gemm::Parallel& par, gemm::Kernel kernel, const QuadFill* fill = nullptr,
+                int64_t plane_stride = 0) const;
   // The channels-last depthwise kernel (algo() == kNhwc); false when its scratch size would overflow.
   bool run_dw_nhwc(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const BandSink* sink,
                    const gemm::Parallel& par, gemm::Kernel kernel) const;
   ConvAttrs a_;
   int64_t m_, cg_;
   bool depthwise_;
+  bool plain_1x1_ = false;
   std::vector<gemm::PackedWeights> packed_;  // per group (general path)
   // General path with a multiple of 4 channels per group (and not a plain 1x1): the reduction runs in the order
   // (tap, channel) and the input's phase planes are interleaved by channel quads once per image, so that every

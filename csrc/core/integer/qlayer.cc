@@ -803,7 +803,7 @@ void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* ou
 
 // Output rows [y0, y1) of image b read the padded input rows [y0 * sh, (y1 - 1) * sh + (kh - 1) * dh + 1): each band
 // copies those rows of every channel (padding with the code -offset when explicit_pad_; the engine has no pads
-// then), runs the engine on them single-threaded and rescales its sums while they are in cache. The bands are the
+// then; a plain 1x1 layer reads them in place, its planes h * w apart), runs the engine on them single-threaded and rescales its sums while they are in cache. The bands are the
 // parallel units. Same sums and the same rescale per element as the whole-image path: the same bits.
 void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
                       const gemm::Parallel& par, gemm::Kernel kernel) const {
@@ -815,12 +815,29 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = nonneg_max(act_);
   const gemm::Parallel inline_par(&gemm::run_inline);
+  // A plain 1x1 layer (no padding) reads each band's rows in place instead of a copy.
+  const bool in_place = conv_.plain_1x1() && !explicit_pad_;
   parallel_ranges(par, n * bands, 1, [&](int64_t u0, int64_t u1) {
     thread_local std::vector<int8_t> t_band;
     thread_local std::vector<int32_t> t_band_acc;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t b = u / bands, y0 = (u % bands) * band, y1 = std::min(oh, y0 + band), rows = y1 - y0;
       const int64_t r0 = y0 * a_.sh, in_rows = (rows - 1) * a_.sh + (a_.kh - 1) * a_.dh + 1;
+      const Shape bs = {1, c, in_rows, wp};
+      const int64_t ob = b * m_ * ohw + y0 * ow;
+      // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> output ob + j * ohw + r * ow + p.
+      auto rescale_band = [&](const int32_t* acc, int64_t stride, int64_t j0, int64_t channels) {
+        if (out.channels_last) return emit(out, ob + j0 * ohw, acc, stride, j0, channels, rows, ow);
+        for (int64_t j = j0; j < j0 + channels; ++j)
+          emit(out, ob + j * ohw, acc + (j - j0) * rows * stride, stride, j, 1, rows, ow);
+      };
+      auto sink = [&](int64_t, int64_t g, const int32_t* sums, int64_t stride) {
+        rescale_band(sums, stride, g * mg, mg);
+      };
+      if (in_place) {  // the band's rows of each plane, read where they are (h * w apart)
+        conv_.run_raw(codes + b * c * h * w + r0 * w, bs, ep, sink, inline_par, kernel, h * w);
+        continue;
+      }
       int8_t* in = scratch(t_band, checked_mul(c, checked_mul(in_rows, wp)));
       for (int64_t ch = 0; ch < c; ++ch) {
         const int8_t* src = codes + (b * c + ch) * h * w;
@@ -836,19 +853,8 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
           std::memset(dst + pl + w, fill, static_cast<size_t>(pr));
         }
       }
-      const Shape bs = {1, c, in_rows, wp};
-      const int64_t ob = b * m_ * ohw + y0 * ow;
-      // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> output ob + j * ohw + r * ow + p.
-      auto rescale_band = [&](const int32_t* acc, int64_t stride, int64_t j0, int64_t channels) {
-        if (out.channels_last) return emit(out, ob + j0 * ohw, acc, stride, j0, channels, rows, ow);
-        for (int64_t j = j0; j < j0 + channels; ++j)
-          emit(out, ob + j * ohw, acc + (j - j0) * rows * stride, stride, j, 1, rows, ow);
-      };
       if (conv_.gemm_path()) {
-        conv_.run_raw(
-            in, bs, ep,
-            [&](int64_t, int64_t g, const int32_t* sums, int64_t stride) { rescale_band(sums, stride, g * mg, mg); },
-            inline_par, kernel);
+        conv_.run_raw(in, bs, ep, sink, inline_par, kernel);
       } else {
         int32_t* acc = scratch(t_band_acc, checked_mul(m_, rows * ow));
         conv_.run(in, bs, ep, acc, inline_par, kernel);

@@ -162,9 +162,47 @@ def test_qconv_matches_reference_bitwise(isa, act, case, relu):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+# Depthwise layers (one input channel per output) whose padding code is not 0 keep the engine's pads: the engine
+# pads with the code 0 and the sums of the border outputs get the padding code times the weights of their padding
+# taps (Conv2d::add_pad_sums). Every geometry of the border: asymmetric pads, strides, dilations, pads as wide as the
+# kernel or the image, a channel multiplier (the per-plane kernel), several bands, two tap groups per kernel row.
+DW_PAD_CASES = [
+    # (n, c, h, w), (m, kh, kw), strides, pads, dilations
+    ((1, 8, 20, 37), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 8, 19, 33), (8, 3, 3), (1, 1), (2, 0, 1, 3), (1, 1)),
+    ((2, 8, 21, 40), (8, 3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((1, 4, 6, 7), (4, 5, 5), (1, 1), (4, 4, 4, 4), (2, 2)),
+    ((1, 4, 9, 11), (8, 3, 3), (1, 1), (1, 2, 1, 0), (1, 1)),  # two outputs per channel
+    ((1, 2, 4, 4), (2, 3, 3), (1, 1), (3, 3, 3, 3), (1, 1)),  # rows and columns of padding only
+    ((2, 16, 70, 64), (16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),  # bands of rows
+    ((1, 16, 12, 30), (16, 3, 5), (1, 1), (1, 2, 1, 2), (1, 1)),  # two tap groups per kernel row
+    ((1, 8, 17, 24), (8, 3, 3), (1, 2), (0, 1, 2, 1), (2, 1)),
+]
+DW_PAD_ACTS = [
+    {"bits": 4, "signed": True},  # the code of 0 is 8
+    {"bits": 3, "signed": False, "narrow": True, "zeropt": 2.0},
+    {"bits": 8, "signed": False, "zeropt": 130.0},
+]
+
+
+@pytest.mark.parametrize("act", DW_PAD_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(DW_PAD_CASES)))
+def test_qconv_depthwise_padding_code_matches_reference_bitwise(isa, act, case):
+    xs, (m, kh, kw), st, pa, di = DW_PAD_CASES[case]
+    rng = np.random.default_rng(300 + case)
+    act = {"scale": 0.021, **act}
+    x = _acts(rng, xs, 0.021)
+    w = rng.integers(-128, 128, (m, 1, kh, kw)).astype(np.int8)
+    s, b = _channel_params(rng, m, 0.021)
+    got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=xs[1], **act)
+    want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=xs[1], **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 # Outputs of more than 1 MiB of int32 sums run in bands of output rows (QConv::run_bands): each band copies its
 # input rows (with the halo of a 3x3 kernel, the padding rows at the image's edges, a last short band; a plain 1x1
-# layer reads them in place) and rescales in cache. Shapes as in hls4ml's separable convolutions (few channels, large images), scaled down.
+# layer reads them in place) and rescales in cache. Shapes as in hls4ml's separable convolutions (few channels,
+# large images), scaled down.
 BAND_CASES = [
     # (n, c, h, w), (m, kh, kw), strides, pads, dilations, group, act
     ((1, 8, 203, 200), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8, {"bits": 4, "signed": True}),  # depthwise

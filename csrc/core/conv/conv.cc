@@ -778,12 +778,103 @@ bool Conv2d::dw_raw_ok(const Shape& xs, Kernel kernel) const {
 }
 
 void Conv2d::run_raw_dw(const int8_t* x, const Shape& xs, const Epilogue& ep, const BandSink& sink,
-                        const Parallel& par, Kernel kernel) const {
+                        const Parallel& par, Kernel kernel, int32_t pad_code) const {
   if (!dw_raw_ok(xs, kernel)) throw_error("run_raw_dw: this convolution does not take the channels-last depthwise kernel");
   if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw_dw: the epilogue must produce raw sums");
+  if (pad_code < 0 || pad_code > 127) throw_error("run_raw_dw: the padding code must lie in [0, 127], got ", pad_code);
   const Shape os = output_shape(xs);
   if (os[0] == 0 || os[2] * os[3] == 0) return;
-  if (!run_dw_nhwc(x, xs, ep, nullptr, &sink, par, kernel)) throw_error("run_raw_dw: scratch size overflows");
+  const bool pads = a_.pt != 0 || a_.pl != 0 || a_.pb != 0 || a_.pr != 0;
+  if (pad_code == 0 || !pads) {
+    if (!run_dw_nhwc(x, xs, ep, nullptr, &sink, par, kernel)) throw_error("run_raw_dw: scratch size overflows");
+    return;
+  }
+  // The kernels hand the sink their own scratch rows (written by them, not shared): corrected there in place.
+  const PadEdges edges = pad_edges(xs[2], xs[3], pad_code);
+  const BandSink padded = [&](int64_t b, int64_t c, int64_t y0, int64_t y1, const int32_t* sums) {
+    add_pad_rows(edges, const_cast<int32_t*>(sums), c, y0, y1, xs[2], xs[3], pad_code);
+    sink(b, c, y0, y1, sums);
+  };
+  if (!run_dw_nhwc(x, xs, ep, nullptr, &padded, par, kernel)) throw_error("run_raw_dw: scratch size overflows");
+}
+
+Conv2d::PadEdges Conv2d::pad_edges(int64_t h, int64_t w, int32_t pad_code) const {
+  PadEdges e;
+  e.ow = conv_out_dim(w, a_.kw, a_.sw, a_.dw, a_.pl, a_.pr, "width");
+  // Columns [cl, cr) read no padding column: ox * sw >= pl and ox * sw - pl + (kw - 1) * dw <= w - 1.
+  e.cl = std::min(e.ow, (a_.pl + a_.sw - 1) / a_.sw);
+  const int64_t last = w - 1 + a_.pl - (a_.kw - 1) * a_.dw;
+  e.cr = std::max(e.cl, last < 0 ? int64_t{0} : std::min(e.ow, last / a_.sw + 1));
+  const int64_t ne = e.cl + e.ow - e.cr, khw = a_.kh * a_.kw;
+  e.edge.assign(static_cast<size_t>(checked_mul(m_, ne, "depthwise padding edges")), 0);
+  for (int64_t j = 0; j < m_; ++j)
+    for (int64_t k = 0; k < ne; ++k) {
+      const int64_t ox = k < e.cl ? k : e.cr + k - e.cl;
+      int64_t t = 0;
+      for (int64_t jj = 0; jj < a_.kw; ++jj) {
+        const int64_t ix = ox * a_.sw - a_.pl + jj * a_.dw;
+        if (ix < 0 || ix >= w)
+          for (int64_t i = 0; i < a_.kh; ++i) t += w_[static_cast<size_t>(j * khw + i * a_.kw + jj)];
+      }
+      e.edge[static_cast<size_t>(j * ne + k)] = static_cast<int32_t>(t * pad_code);
+    }
+  return e;
+}
+
+void Conv2d::add_pad_rows(const PadEdges& e, int32_t* sums, int64_t j, int64_t y0, int64_t y1, int64_t h, int64_t w,
+                          int32_t pad_code) const {
+  const int64_t kh = a_.kh, kw = a_.kw, ow = e.ow, cl = e.cl, cr = e.cr, nl = cl, ne = cl + ow - cr;
+  const int8_t* wj = w_.data() + j * kh * kw;
+  const int32_t* edge = e.edge.data() + j * ne;
+  const auto row_ok = [&](int64_t oy, int64_t i) {
+    const int64_t iy = oy * a_.sh - a_.pt + i * a_.dh;
+    return iy >= 0 && iy < h;
+  };
+  // Rows [rl, rr) read no padding row: oy * sh >= pt and oy * sh - pt + (kh - 1) * dh <= h - 1.
+  const int64_t rl = std::max(y0, std::min(y1, (a_.pt + a_.sh - 1) / a_.sh));
+  const int64_t last = h - 1 + a_.pt - (kh - 1) * a_.dh;
+  const int64_t rr = std::max(rl, last < 0 ? rl : std::min(y1, last / a_.sh + 1));
+  if (cl == 1 && ne == 2) {  // the usual 3 x 3 (or k x k with pads of 1) layer: one column at each end
+    for (int64_t oy = rl; oy < rr; ++oy) {
+      int32_t* row = sums + (oy - y0) * ow;
+      row[0] += edge[0];
+      row[ow - 1] += edge[1];
+    }
+  } else {
+    for (int64_t oy = rl; oy < rr; ++oy) {
+      int32_t* row = sums + (oy - y0) * ow;
+      for (int64_t ox = 0; ox < cl; ++ox) row[ox] += edge[ox];
+      for (int64_t ox = cr; ox < ow; ++ox) row[ox] += edge[nl + ox - cr];
+    }
+  }
+  for (int64_t oy = y0; oy < y1; ++oy) {
+    if (oy == rl) oy = rr;  // rows [rl, rr) are done
+    if (oy >= y1) break;
+    int32_t* row = sums + (oy - y0) * ow;
+    // A row at the top or bottom: pad_code times the weights of every tap that reads padding.
+    int64_t rows_pad = 0;
+    for (int64_t i = 0; i < kh; ++i)
+      if (!row_ok(oy, i))
+        for (int64_t jj = 0; jj < kw; ++jj) rows_pad += wj[i * kw + jj];
+    const int32_t add = static_cast<int32_t>(rows_pad * pad_code);
+    for (int64_t ox = cl; ox < cr; ++ox) row[ox] += add;
+    for (int64_t k = 0; k < ne; ++k) {
+      const int64_t ox = k < cl ? k : cr + k - cl;
+      int64_t t = 0;
+      for (int64_t i = 0; i < kh; ++i)
+        for (int64_t jj = 0; jj < kw; ++jj) {
+          const int64_t ix = ox * a_.sw - a_.pl + jj * a_.dw;
+          if (!row_ok(oy, i) || ix < 0 || ix >= w) t += wj[i * kw + jj];
+        }
+      row[ox] += static_cast<int32_t>(t * pad_code);
+    }
+  }
+}
+
+void Conv2d::add_pad_sums(int32_t* sums, int64_t j, int64_t y0, int64_t y1, int64_t h, int64_t w,
+                          int32_t pad_code) const {
+  if (!depthwise_ || j < 0 || j >= m_) throw_error("add_pad_sums: a depthwise layer's output channel, got ", j);
+  add_pad_rows(pad_edges(h, w, pad_code), sums, j, y0, y1, h, w, pad_code);
 }
 
 void Conv2d::run_raw(const int8_t* x, const Shape& xs, const Epilogue& ep, const RawSink& sink, const Parallel& par,

@@ -110,12 +110,28 @@ class Conv2d {
   // of output rows [y0, y1) of each channel c of image b ([y1 - y0][ow] int32; BandSink with g = c) while they are
   // in cache, on the pool's threads (it must not throw and must be safe to call concurrently for distinct (b, c,
   // y0)). Same sums as run(). Throws Error when !dw_raw_ok(xs, kernel) or ep.kind != kRaw.
+  // pad_code (0 .. 127): the code the padding holds. The kernel pads with 0 and the sums of the outputs at the
+  // border get pad_code times the weights of their padding taps (add_pad_sums) before the sink sees them.
   void run_raw_dw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const BandSink& sink,
-                  const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+                  const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto, int32_t pad_code = 0) const;
+  // A depthwise layer (one input channel per output channel): adds pad_code * (the weights of output channel j whose
+  // taps read padding) to its sums `sums`, [y1 - y0][ow] int32 of output rows [y0, y1) of an h x w input, where the
+  // engine padded with the code 0. Only the outputs at the border change (those interior in both directions are
+  // skipped). Exact: the result is the sums of an input padded with pad_code.
+  void add_pad_sums(int32_t* sums, int64_t j, int64_t y0, int64_t y1, int64_t h, int64_t w, int32_t pad_code) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
   ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
 
  private:
+  // add_pad_sums' per-call part: the output columns [cl, cr) that read no padding column, and per output channel
+  // the corrections of the others ([m][cl + ow - cr]) in rows whose kernel rows all read the input.
+  struct PadEdges {
+    int64_t ow = 0, cl = 0, cr = 0;
+    std::vector<int32_t> edge;
+  };
+  PadEdges pad_edges(int64_t h, int64_t w, int32_t pad_code) const;
+  void add_pad_rows(const PadEdges& e, int32_t* sums, int64_t j, int64_t y0, int64_t y1, int64_t h, int64_t w,
+                    int32_t pad_code) const;
   void run_gemm(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const RawSink* sink,
                 const gemm::Parallel& par, gemm::Kernel kernel, const QuadFill* fill = nullptr,
                 int64_t plane_stride = 0) const;

@@ -332,8 +332,11 @@ conv::ConvAttrs engine_attrs(conv::ConvAttrs a, bool explicit_pad) {
   if (explicit_pad) a.pt = a.pl = a.pb = a.pr = 0;
   return a;
 }
-// A wide quantizer's padding is never the engine's zero code (its low plane stores l - 128).
-bool needs_explicit_pad(const conv::ConvAttrs& a, const ActQuant& act) {
+// A wide quantizer's padding is never the engine's zero code (its low plane stores l - 128). A depthwise layer
+// (cg == 1) whose padding code -offset lies in [0, 127] keeps the engine's pads instead: its border sums are
+// corrected (Conv2d::add_pad_sums), which costs a few outputs per row instead of a padded copy of the input.
+bool needs_explicit_pad(const conv::ConvAttrs& a, const ActQuant& act, int64_t cg) {
+  if (cg == 1 && !act.wide && act.offset <= 0 && act.offset >= -127) return false;
   return (act.offset != 0 || act.wide) && (a.pt || a.pl || a.pb || a.pr);
 }
 // The padded copy of `planes` code planes [h][w]: [planes][h + pt + pb][w + pl + pr], the border filled with `fill`.
@@ -358,7 +361,7 @@ void pad_codes(const int8_t* codes, int64_t planes, int64_t h, int64_t w, const 
 QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
              std::vector<double> s, std::vector<double> b, bool relu, bool xnor)
     : a_(a),
-      explicit_pad_(needs_explicit_pad(a, nonneg_codes(act))),
+      explicit_pad_(needs_explicit_pad(a, nonneg_codes(act), cg)),
       m_(m),
       cg_(cg),
       act_(nonneg_codes(act)),
@@ -737,13 +740,15 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     engine_in = padded;
     es = {xs[0], xs[1], hp, wp};
   }
+  // A depthwise layer keeps the engine's pads (needs_explicit_pad): the padding code is added at the border.
+  const int32_t pad_code = explicit_pad_ || act_.wide ? 0 : -act_.offset;
   if (dw) {
     conv_.run_raw_dw(
         engine_in, es, ep,
         [&](int64_t b, int64_t ch, int64_t y0, int64_t y1, const int32_t* sums) {
           emit(out, ((b * m_ + ch) * oh + y0) * ow, sums, ow, ch, 1, y1 - y0, ow);
         },
-        par, kernel);
+        par, kernel, pad_code);
     return;
   }
   if (conv_.gemm_path() && conv_.bands_ok(es)) {
@@ -767,6 +772,8 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   }
   int32_t* acc = scratch(t_acc, n_out);
   conv_.run(engine_in, es, ep, acc, par, kernel);
+  if (pad_code != 0 && engine_pads)
+    for (int64_t p = 0; p < os[0] * m_; ++p) conv_.add_pad_sums(acc + p * oh * ow, p % m_, 0, oh, xs[2], xs[3], pad_code);
   for (int64_t b = 0; b < os[0]; ++b) emit(out, b * m_ * oh * ow, acc + b * m_ * oh * ow, oh * ow, 0, m_, 1, oh * ow);
 }
 

@@ -192,7 +192,9 @@ class QConv {
 
  private:
   conv::ConvAttrs a_;  // as given (pads of the float convolution)
-  bool explicit_pad_;  // offset != 0 and padded: the codes are padded here with -offset, the engine gets no pads
+  // offset != 0 and padded (but not a depthwise layer, see needs_explicit_pad): the codes are padded here with
+  // -offset, the engine gets no pads
+  bool explicit_pad_;
   int64_t m_, cg_;
   ActQuant act_;
   std::vector<double> s_, b_;

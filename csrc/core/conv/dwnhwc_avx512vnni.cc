@@ -8,7 +8,9 @@
 // input bytes o + 4g .. o + 4g + 3, built 8 columns at a time by one vpshufb of two overlapping 16-byte loads.
 // Then 16 output columns of a row are kh * groups (load, vpdpbusd against the broadcast weight quad): exact int32
 // sums, 3 vpdpbusd for a 3 x 3 kernel where the AVX2 body needs 9 vpmullw + 9 vpaddw per 16 columns. The sums are
-// the AVX2 body's (which is exact under dw_rows_s1's int16 bound) bit for bit.
+// the AVX2 body's (which is exact under dw_rows_s1's int16 bound) bit for bit. A 3-row kernel of at most 4 columns
+// without vertical dilation (the usual 3 x 3) keeps its quads in registers instead (rows_s1_3x4): per 16 columns,
+// 8 output rows read 10 input rows' quads built once each, with no quad row stored (Zen 4: 0.83x the layer's time).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include "core/simd.h"
 
@@ -72,6 +74,81 @@ void row(const int32_t* r, int64_t step, int64_t qs, int64_t kh, int64_t groups,
   for (; o < ow; o += 16) cols<KH, G, 1>(r, step, qs, kh, groups, wq, std::min(o, ow - 16), out);
 }
 
+// The quad row of 16 output columns from column s0 - pl on (tap group 0) in a register: quad_row's vector.
+inline __m512i quad16(const int8_t* src, int64_t w, int64_t s0, __m512i dwords, __m512i quads) {
+  return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, _mm512_castsi256_si512(row32(src, w, s0))), quads);
+}
+
+// R output rows of a 3-row kernel of at most 4 columns (one tap group) with dilation 1, every 16-column strip: per
+// strip the R + 2 input rows' quads are built in registers once (rows[i] null: a padding row, code 0) and each used
+// by up to three output rows, so no quad row goes through memory. Sums to out (rows `ostride` int32 apart); the last
+// strip at ow - 16 overlaps the one before (the same sums).
+template <int R>
+void rows3(const int8_t* const* rows, int64_t w, int64_t pl, int64_t ow, const __m512i* wq, int32_t* out,
+           int64_t ostride) {
+  const __m512i dwords = _mm512_setr_epi32(0, 1, 2, 3, 1, 2, 3, 4, 2, 3, 4, 5, 3, 4, 5, 6);
+  const __m512i quads = _mm512_setr_epi32(0x03020100, 0x04030201, 0x05040302, 0x06050403, 0x03020100, 0x04030201,
+                                          0x05040302, 0x06050403, 0x03020100, 0x04030201, 0x05040302, 0x06050403,
+                                          0x03020100, 0x04030201, 0x05040302, 0x06050403);  // bytes o .. o + 3, o < 4
+  for (int64_t o = 0; o < ow; o += 16) {
+    const int64_t oc = std::min(o, ow - 16), s0 = oc - pl;
+    __m512i q[R + 2];
+    for (int i = 0; i < R + 2; ++i)
+      q[i] = rows[i] != nullptr ? quad16(rows[i], w, s0, dwords, quads) : _mm512_setzero_si512();
+    for (int r = 0; r < R; ++r) {
+      __m512i acc = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[r], wq[0]);
+      acc = _mm512_dpbusd_epi32(acc, q[r + 1], wq[1]);
+      acc = _mm512_dpbusd_epi32(acc, q[r + 2], wq[2]);
+      _mm512_storeu_si512(out + r * ostride + oc, acc);
+    }
+  }
+}
+
+// Unit u's channels for a 3 x kw kernel (kw <= 4), dilation 1: the band's rows in blocks of up to 8 (rows3). Same
+// sums as rows_s1<3, 1>.
+void rows_s1_3x4(const DwNhwcArgs& d, const DwUnit& u, int32_t* sums) {
+  const ConvAttrs& a = d.a;
+  const int64_t c0 = u.blk * kDwBlock, nc = std::min<int64_t>(kDwBlock, d.c - c0);
+  const int64_t npix = d.oh * d.ow;
+  int32_t* const out_img = static_cast<int32_t*>(d.out) + u.img * d.c * npix;
+  for (int64_t c = c0; c < c0 + nc; ++c) {
+    const int8_t* src = d.x + (u.img * d.c + c) * d.h * d.w;
+    const int16_t* wb = d.wts->block(c / kDwBlock);
+    const int64_t lane = c % kDwBlock;
+    __m512i wq[3];
+    for (int64_t i = 0; i < 3; ++i) {
+      uint32_t packed = 0;
+      for (int64_t k = 0; k < a.kw; ++k) {
+        const int64_t t = i * a.kw + k;
+        const int16_t v = wb[((t / 2) * kDwBlock + lane) * 2 + t % 2];
+        packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(v))) << (8 * k);
+      }
+      wq[i] = _mm512_set1_epi32(static_cast<int32_t>(packed));
+    }
+    int32_t* const base = d.sink != nullptr ? sums - u.y0 * d.ow : out_img + c * npix;  // + oy * ow: row oy
+    for (int64_t oy = u.y0; oy < u.y1; oy += 8) {
+      const int64_t nr = std::min<int64_t>(8, u.y1 - oy);
+      const int8_t* rows[10];
+      for (int64_t i = 0; i < nr + 2; ++i) {
+        const int64_t y = oy + i - a.pt;
+        rows[i] = y >= 0 && y < d.h ? src + y * d.w : nullptr;
+      }
+      int32_t* const out = base + oy * d.ow;
+      switch (nr) {
+        case 8: rows3<8>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        case 7: rows3<7>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        case 6: rows3<6>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        case 5: rows3<5>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        case 4: rows3<4>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        case 3: rows3<3>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        case 2: rows3<2>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+        default: rows3<1>(rows, d.w, a.pl, d.ow, wq, out, d.ow); break;
+      }
+    }
+    if (d.sink != nullptr) (*d.sink)(u.img, c, u.y0, u.y1, sums);
+  }
+}
+
 // Unit u's channels (see the file comment). Scratch: the quad rows of the band (in_rows x groups x qs int32);
 // `sums` as the AVX2 body's.
 template <int KH, int G>
@@ -126,7 +203,9 @@ void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch)
   auto run = [&](auto fn) {
     for (int64_t t = t0; t < t1; ++t) fn(d, dw_nhwc_unit(d, t), scratch, sums);
   };
-  if (d.a.kh == 3 && d.a.kw <= 4) run(rows_s1<3, 1>);
+  if (d.a.kh == 3 && d.a.kw <= 4 && d.a.dh == 1)
+    for (int64_t t = t0; t < t1; ++t) rows_s1_3x4(d, dw_nhwc_unit(d, t), sums);
+  else if (d.a.kh == 3 && d.a.kw <= 4) run(rows_s1<3, 1>);
   else if (d.a.kh == 5 && d.a.kw <= 8 && d.a.kw > 4) run(rows_s1<5, 2>);
   else run(rows_s1<0, 0>);
 }

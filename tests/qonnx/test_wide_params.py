@@ -10,7 +10,11 @@ on the same arrays (runtime inputs and initializers), and end to end through exe
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +23,7 @@ from qonnx_oracle import HAVE_QONNX, qonnx_execute, qonnx_node
 
 import ortquant
 from conftest import IR_VERSION, ORT_ERRORS, SPECIAL_F32, assert_bitexact, make_node_model, run_model
+from ortquant import kernels
 
 if HAVE_QONNX:
     from qonnx.custom_op.general.trunc import trunc_v1 as qonnx_trunc_v1
@@ -118,6 +123,62 @@ def test_quant_wide_row_path_matches_qonnx(scale, sdtype, zdtype, signed, bits):
     with np.errstate(all="ignore"):
         want = qonnx_execute(qonnx_node("Quant", 4, **attrs), ins)
     assert_bitexact(run_model(model, feeds)[0], want)
+
+
+_ROW_SCRIPT = r"""
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from conftest import make_node_model, run_model
+cases = np.load(sys.argv[2])
+out = {}
+for key in sorted(k for k in cases.files if k.startswith("x")):
+    i = key[1:]
+    ins = [cases["x" + i], cases["s" + i], cases["z" + i], cases["b" + i]]
+    attrs = {"signed": int(cases["signed" + i]), "narrow": 0, "rounding_mode": "ROUND"}
+    model, feeds = make_node_model("Quant", "qonnx.custom_op.general", ins, const=[False, True, True, True],
+                                   attrs=attrs)
+    out["y" + i] = run_model(model, feeds)[0]
+np.savez(sys.argv[3], **out)
+print("ok")
+"""
+
+
+@needs_qonnx
+@pytest.mark.parametrize("isa", kernels.supported_isas())
+def test_quant_wide_row_loop_on_every_path(isa, tmp_path):
+    """The float64-parameter ROUND row loop is compiled per ISA (wide_quant_impl.inc, vectorized): run with the op
+    library on each path (ORTQUANT_ISA, a fresh process), bit for bit as qonnx. Power-of-two scales (the division
+    as a multiplication) and others, float32 and float64 divisions, ties, signed zeros, infinities, NaN, values
+    past the bounds, rows of every length around the vector widths."""
+    rng = np.random.default_rng(77)
+    cases: dict[str, np.ndarray] = {}
+    want: dict[str, np.ndarray] = {}
+    combos = [(2.0**-8, F64, F32, 0, 16), (0.1, F64, F64, 1, 8), (2.0**-3, F32, F64, 1, 4), (3.0, F64, F32, 0, 51)]
+    combos += [(s, sd, zd, sg, b) for (s, sd, zd, sg, b) in combos]  # again, at other lengths
+    for i, (scale, sdtype, zdtype, signed, bits) in enumerate(combos):
+        s = np.array(scale, sdtype)
+        n = [1, 7, 8, 9, 15, 16, 17, 1000][i] + (0 if i < 4 else 64)
+        k = rng.integers(-(2 ** min(bits, 20)), 2 ** min(bits, 20), n).astype(np.float64)
+        x = ((k + 0.5) * float(s)).astype(F32)
+        x[::2] = (rng.standard_normal(x[::2].size) * 2.0 ** min(bits, 30) * float(s)).astype(F32)
+        x[: min(n, 6)] = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -0.3 * float(s)], F32)[: min(n, 6)]
+        ins = [x.reshape(1, n), s, np.array(1.0 if bits < 30 else 0.0, zdtype), np.array(bits, np.int64)]
+        for name, v in zip(("x", "s", "z", "b"), ins, strict=True):
+            cases[f"{name}{i}"] = v
+        cases[f"signed{i}"] = np.array(signed)
+        attrs = {"signed": signed, "narrow": 0, "rounding_mode": "ROUND"}
+        with np.errstate(all="ignore"):
+            want[f"y{i}"] = qonnx_execute(qonnx_node("Quant", 4, **attrs), ins)
+    np.savez(tmp_path / "cases.npz", **cases)
+    env = {**os.environ, "ORTQUANT_ISA": isa}
+    run = subprocess.run([sys.executable, "-c", _ROW_SCRIPT, str(Path(__file__).resolve().parents[1]),
+                          str(tmp_path / "cases.npz"), str(tmp_path / "out.npz")],
+                         capture_output=True, text=True, env=env, timeout=300, check=False)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
+    got = np.load(tmp_path / "out.npz")
+    for key, w in want.items():
+        assert_bitexact(got[key], w)
 
 
 def test_quant_int64_bitwidth_limits():

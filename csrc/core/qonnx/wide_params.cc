@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/qonnx/params.h"
 #include "core/qonnx/trunc.h"
+#include "core/qonnx/wide_quant_kernels.h"
 
 namespace ortquant::qonnx {
 
@@ -75,46 +76,23 @@ inline T round_as(RoundMode mode, T v) {
   else return round_value<M>(v);
 }
 
-// The exact reciprocal of a power of two whose reciprocal is a normal number of T (then x / s == x * (1 / s) for
-// every x: both are the correctly rounded value of the same real), or 0 when s is not such a power of two.
-template <class T>
-T exact_reciprocal(T s) {
-  if (!std::isnormal(s) || s < T(0)) return T(0);
-  int e = 0;
-  if (std::frexp(s, &e) != T(0.5)) return T(0);
-  const T inv = T(1) / s;
-  return std::isnormal(inv) ? inv : T(0);
-}
-
-// Round half to even for |d| <= 2^51 or NaN without a library call, so the row loop below vectorizes: adding and
-// subtracting 1.5 * 2^52 rounds to an integer in the default rounding mode (round to nearest, ties to even, which
-// onnxruntime never changes); copysign restores the sign of a zero result (nearbyint(-0.3) is -0.0).
-inline double round_half_even_small(double d) {
-  constexpr double kMagic = 6755399441055744.0;  // 1.5 * 2^52
-  return std::copysign((d + kMagic) - kMagic, d);
-}
-
 // One contiguous float32 row of X with its scale and zero point constant along the row (the per-tensor and
-// per-channel cases of exported models): the operands' loads and dtype tests are hoisted out of the loop, a power
-// of two scale divides by multiplying with its exact reciprocal, and ROUND needs no library call. Same steps and
-// bits as the general loop below.
-template <RoundMode M, bool kDivF32, bool kRecip, bool kMagic>
+// per-channel cases of exported models): the operands' loads and dtype tests are hoisted out of the loop. Same steps
+// and bits as the general loop below. ROUND (the mode models use) within 2^51 takes the per-ISA loop of
+// wide_quant_impl.inc, vectorized, with a power-of-two scale's division as a multiplication.
+template <RoundMode M, bool kDivF32>
 void int_quant_wide_row(const float* x, int64_t n, double sv, double zv, const IntQuantBounds64& b, RoundMode mode,
                         float* y) {
   const float sf = static_cast<float>(sv);
-  const float invf = kDivF32 && kRecip ? exact_reciprocal(sf) : 0.0f;
-  const double inv = !kDivF32 && kRecip ? exact_reciprocal(sv) : 0.0;
   const double lo = b.lo, hi = b.hi;
   for (int64_t i = 0; i < n; ++i) {
     double d;
-    if constexpr (kDivF32) d = static_cast<double>(kRecip ? x[i] * invf : x[i] / sf);
-    else d = kRecip ? static_cast<double>(x[i]) * inv : static_cast<double>(x[i]) / sv;
+    if constexpr (kDivF32) d = static_cast<double>(x[i] / sf);
+    else d = static_cast<double>(x[i]) / sv;
     d = d + zv;
     d = d > hi ? hi : d;
     d = d < lo ? lo : d;
-    double q;
-    if constexpr (kMagic) q = round_half_even_small(d);
-    else q = round_as<M>(mode, d);
+    const double q = round_as<M>(mode, d);
     y[i] = static_cast<float>((q - zv) * sv);
   }
 }
@@ -122,21 +100,14 @@ void int_quant_wide_row(const float* x, int64_t n, double sv, double zv, const I
 template <RoundMode M>
 void int_quant_wide_row_any(const float* x, int64_t n, double sv, double zv, bool div_f32, bool magic,
                             const IntQuantBounds64& b, RoundMode mode, float* y) {
-  const bool recip = div_f32 ? exact_reciprocal(static_cast<float>(sv)) != 0.0f : exact_reciprocal(sv) != 0.0;
-  if constexpr (M == RoundMode::kHalfEven) {
-    if (magic) {
-      if (div_f32) {
-        recip ? int_quant_wide_row<M, true, true, true>(x, n, sv, zv, b, mode, y)
-              : int_quant_wide_row<M, true, false, true>(x, n, sv, zv, b, mode, y);
-      } else {
-        recip ? int_quant_wide_row<M, false, true, true>(x, n, sv, zv, b, mode, y)
-              : int_quant_wide_row<M, false, false, true>(x, n, sv, zv, b, mode, y);
-      }
-      return;
-    }
+  if (M == RoundMode::kHalfEven && magic) {
+    const auto row = select_isa(&scalar::int_quant_wide_round_row, &avx2::int_quant_wide_round_row,
+                                &avx512::int_quant_wide_round_row);
+    row(x, n, sv, zv, b.lo, b.hi, div_f32, y);
+    return;
   }
-  div_f32 ? int_quant_wide_row<M, true, false, false>(x, n, sv, zv, b, mode, y)
-          : int_quant_wide_row<M, false, false, false>(x, n, sv, zv, b, mode, y);
+  div_f32 ? int_quant_wide_row<M, true>(x, n, sv, zv, b, mode, y)
+          : int_quant_wide_row<M, false>(x, n, sv, zv, b, mode, y);
 }
 
 template <RoundMode M>

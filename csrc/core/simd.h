@@ -113,6 +113,13 @@ inline simde__m512d roundscale_pd(simde__m512d a) {
   const Pd2 h = bits<Pd2>(a);
   return bits<simde__m512d>(Pd2{{_mm256_round_pd(h.v[0], R), _mm256_round_pd(h.v[1], R)}});
 }
+// The same for float32 (SIMDe 0.8 reads the exception-suppression bit 3 as a scale bit: floor to halves).
+template <int R>
+inline simde__m512 roundscale_ps(simde__m512 a) {
+  static_assert((R >> 4) == 0, "only roundscale to integers (no scale bits) is emulated");
+  const Ps2 h = bits<Ps2>(a);
+  return bits<simde__m512>(Ps2{{_mm256_round_ps(h.v[0], R), _mm256_round_ps(h.v[1], R)}});
+}
 inline simde__m512i i32gather_epi32(simde__m512i idx, const void* base, int scale) {
   const I32x16 in = bits<I32x16>(idx);
   I32x16 out;
@@ -157,6 +164,7 @@ inline simde__m512i srav_epi32(simde__m512i a, simde__m512i count) {
 #undef _mm512_maskz_cvtps_ph
 #undef _mm512_i32gather_epi32
 #undef _mm512_roundscale_pd
+#undef _mm512_roundscale_ps
 #undef _mm512_mask_cvtepi32_storeu_epi8
 #undef _mm512_mask_cvtepi32_storeu_epi16
 #undef _mm512_srav_epi32
@@ -177,6 +185,7 @@ inline simde__m512i srav_epi32(simde__m512i a, simde__m512i count) {
 #define _mm512_maskz_cvtph_ps(k, a) ortquant_simde::maskz_cvtph_ps(k, a)
 #define _mm512_maskz_cvtps_ph(k, a, r) ortquant_simde::maskz_cvtps_ph<(r)>(k, a)
 #define _mm512_roundscale_pd(a, r) ortquant_simde::roundscale_pd<(r)>(a)
+#define _mm512_roundscale_ps(a, r) ortquant_simde::roundscale_ps<(r)>(a)
 #define _mm512_i32gather_epi32(idx, base, scale) ortquant_simde::i32gather_epi32(idx, base, scale)
 #define _mm512_mask_cvtepi32_storeu_epi8(p, k, a) ortquant_simde::mask_cvtepi32_storeu<int8_t>(p, k, a)
 #define _mm512_mask_cvtepi32_storeu_epi16(p, k, a) ortquant_simde::mask_cvtepi32_storeu<int16_t>(p, k, a)

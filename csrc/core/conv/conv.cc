@@ -834,18 +834,10 @@ void Conv2d::add_pad_rows(const PadEdges& e, int32_t* sums, int64_t j, int64_t y
   const int64_t rl = std::max(y0, std::min(y1, (a_.pt + a_.sh - 1) / a_.sh));
   const int64_t last = h - 1 + a_.pt - (kh - 1) * a_.dh;
   const int64_t rr = std::max(rl, last < 0 ? rl : std::min(y1, last / a_.sh + 1));
-  if (cl == 1 && ne == 2) {  // the usual 3 x 3 (or k x k with pads of 1) layer: one column at each end
-    for (int64_t oy = rl; oy < rr; ++oy) {
-      int32_t* row = sums + (oy - y0) * ow;
-      row[0] += edge[0];
-      row[ow - 1] += edge[1];
-    }
-  } else {
-    for (int64_t oy = rl; oy < rr; ++oy) {
-      int32_t* row = sums + (oy - y0) * ow;
-      for (int64_t ox = 0; ox < cl; ++ox) row[ox] += edge[ox];
-      for (int64_t ox = cr; ox < ow; ++ox) row[ox] += edge[nl + ox - cr];
-    }
+  for (int64_t oy = rl; oy < rr; ++oy) {
+    int32_t* row = sums + (oy - y0) * ow;
+    for (int64_t ox = 0; ox < cl; ++ox) row[ox] += edge[ox];
+    for (int64_t ox = cr; ox < ow; ++ox) row[ox] += edge[nl + ox - cr];
   }
   for (int64_t oy = y0; oy < y1; ++oy) {
     if (oy == rl) oy = rr;  // rows [rl, rr) are done

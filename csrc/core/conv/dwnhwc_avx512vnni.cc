@@ -74,6 +74,24 @@ void row(const int32_t* r, int64_t step, int64_t qs, int64_t kh, int64_t groups,
   for (; o < ow; o += 16) cols<KH, G, 1>(r, step, qs, kh, groups, wq, std::min(o, ow - 16), out);
 }
 
+// Channel c's weights as broadcast quads, wq[i * groups + g] = taps 4g .. 4g + 3 of kernel row i (the taps past
+// kw weighted 0), for both row kernels.
+inline void weight_quads(const DwNhwcArgs& d, int64_t c, int64_t groups, __m512i* wq) {
+  const int16_t* wb = d.wts->block(c / kDwBlock);
+  const int64_t lane = c % kDwBlock;
+  for (int64_t i = 0; i < d.a.kh; ++i) {
+    for (int64_t g = 0; g < groups; ++g) {
+      uint32_t packed = 0;
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t j = 4 * g + k, t = i * d.a.kw + j;
+        const int16_t v = j < d.a.kw ? wb[((t / 2) * kDwBlock + lane) * 2 + t % 2] : 0;
+        packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(v))) << (8 * k);
+      }
+      wq[i * groups + g] = _mm512_set1_epi32(static_cast<int32_t>(packed));
+    }
+  }
+}
+
 // The quad row of 16 output columns from column s0 - pl on (tap group 0) in a register: quad_row's vector.
 inline __m512i quad16(const int8_t* src, int64_t w, int64_t s0, __m512i dwords, __m512i quads) {
   return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(dwords, _mm512_castsi256_si512(row32(src, w, s0))), quads);
@@ -113,18 +131,8 @@ void rows_s1_3x4(const DwNhwcArgs& d, const DwUnit& u, int32_t* sums) {
   int32_t* const out_img = static_cast<int32_t*>(d.out) + u.img * d.c * npix;
   for (int64_t c = c0; c < c0 + nc; ++c) {
     const int8_t* src = d.x + (u.img * d.c + c) * d.h * d.w;
-    const int16_t* wb = d.wts->block(c / kDwBlock);
-    const int64_t lane = c % kDwBlock;
     __m512i wq[3];
-    for (int64_t i = 0; i < 3; ++i) {
-      uint32_t packed = 0;
-      for (int64_t k = 0; k < a.kw; ++k) {
-        const int64_t t = i * a.kw + k;
-        const int16_t v = wb[((t / 2) * kDwBlock + lane) * 2 + t % 2];
-        packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(v))) << (8 * k);
-      }
-      wq[i] = _mm512_set1_epi32(static_cast<int32_t>(packed));
-    }
+    weight_quads(d, c, 1, wq);
     int32_t* const base = d.sink != nullptr ? sums - u.y0 * d.ow : out_img + c * npix;  // + oy * ow: row oy
     for (int64_t oy = u.y0; oy < u.y1; oy += 8) {
       const int64_t nr = std::min<int64_t>(8, u.y1 - oy);
@@ -170,19 +178,7 @@ void rows_s1(const DwNhwcArgs& d, const DwUnit& u, int8_t* scratch, int32_t* sum
       else
         for (int64_t g = 0; g < groups; ++g) quad_row(src + y * d.w, d.w, a.pl, g, qs, q + g * qs);
     }
-    const int16_t* wb = d.wts->block(c / kDwBlock);
-    const int64_t lane = c % kDwBlock;
-    for (int64_t i = 0; i < a.kh; ++i) {
-      for (int64_t g = 0; g < groups; ++g) {
-        uint32_t packed = 0;
-        for (int64_t k = 0; k < 4; ++k) {
-          const int64_t j = 4 * g + k, t = i * a.kw + j;
-          const int16_t v = j < a.kw ? wb[((t / 2) * kDwBlock + lane) * 2 + t % 2] : 0;
-          packed |= static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(v))) << (8 * k);
-        }
-        wq[i * groups + g] = _mm512_set1_epi32(static_cast<int32_t>(packed));
-      }
-    }
+    weight_quads(d, c, groups, wq);
     for (int64_t oy = u.y0; oy < u.y1; ++oy) {
       const int32_t* r = quads + (oy - u.y0) * groups * qs;
       int32_t* const o_row = d.sink != nullptr ? sums + (oy - u.y0) * d.ow : out_img + c * npix + oy * d.ow;

@@ -773,7 +773,8 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   int32_t* acc = scratch(t_acc, n_out);
   conv_.run(engine_in, es, ep, acc, par, kernel);
   if (pad_code != 0 && engine_pads)
-    for (int64_t p = 0; p < os[0] * m_; ++p) conv_.add_pad_sums(acc + p * oh * ow, p % m_, 0, oh, xs[2], xs[3], pad_code);
+    for (int64_t p = 0; p < os[0] * m_; ++p)
+      conv_.add_pad_sums(acc + p * oh * ow, p % m_, 0, oh, xs[2], xs[3], pad_code);
   for (int64_t b = 0; b < os[0]; ++b) emit(out, b * m_ * oh * ow, acc + b * m_ * oh * ow, oh * ow, 0, m_, 1, oh * ow);
 }
 
@@ -810,8 +811,9 @@ void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* ou
 
 // Output rows [y0, y1) of image b read the padded input rows [y0 * sh, (y1 - 1) * sh + (kh - 1) * dh + 1): each band
 // copies those rows of every channel (padding with the code -offset when explicit_pad_; the engine has no pads
-// then; a plain 1x1 layer reads them in place, its planes h * w apart), runs the engine on them single-threaded and rescales its sums while they are in cache. The bands are the
-// parallel units. Same sums and the same rescale per element as the whole-image path: the same bits.
+// then; a plain 1x1 layer reads them in place, its planes h * w apart), runs the engine on them single-threaded
+// and rescales its sums while they are in cache. The bands are the parallel units. Same sums and the same rescale
+// per element as the whole-image path: the same bits.
 void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
                       const gemm::Parallel& par, gemm::Kernel kernel) const {
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3], ohw = oh * ow;

@@ -473,7 +473,7 @@ def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
             m = ortquant.prepare_model(str(path), integer=True)
     except Exception as e:
         return f"?/{n} ({type(e).__name__})"
-    ops = ("QConv", "QConvCodes", "QGemm", "Rescale")
+    ops = ("QConv", "QConvCodes", "QGemm", "QGemmCodes", "Rescale")
     k = sum(1 for x in m.graph.node if x.domain == "ortquant.integer" and x.op_type in ops)
     return f"{k}/{n}"
 

@@ -134,7 +134,7 @@ def without_xnor(prepared: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(prepared)
     for n in out.graph.node:
-        if n.domain == "ortquant.integer" and n.op_type in ("QConv", "QConvCodes", "QGemm"):
+        if n.domain == "ortquant.integer" and n.op_type in ("QConv", "QConvCodes", "QGemm", "QGemmCodes"):
             n.attribute.append(helper.make_attribute("xnor", 0))
     return out
 

@@ -143,6 +143,7 @@ const std::vector<Entry>& table() {
       {&kIntegerDomains, "MaxPoolCodes", &maxpool_codes_spec},
       {&kIntegerDomains, "AvgPoolCodes", &avgpool_codes_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
+      {&kIntegerDomains, "QGemmCodes", &qgemm_codes_spec},
       {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
       {&kIntegerDomains, "Rescale", &rescale_spec},
   };

@@ -95,6 +95,33 @@ void register_integer(py::module_& m) {
       py::arg("narrow"), py::arg("rounding_mode"), py::arg("nonneg") = false,
       "Codes of rescaled int32 sums (integer::rescale_codes): acc [channels, rows, stride], the first width columns.");
   m.def(
+      "rescale_codes_rows",
+      [](const I32& acc, const I64& corr, const F64& s, const F64& b, const I64& bound, bool relu, float scale,
+         float zeropt, int64_t bits, bool is_signed, bool narrow, const std::string& mode, bool nonneg, bool fast) {
+        if (acc.ndim() != 2) throw Error("acc must be 2-D [rows, channels]");
+        const int64_t rows = acc.shape(0), n = acc.shape(1);
+        for (const auto* v : {static_cast<const py::array*>(&corr), static_cast<const py::array*>(&s),
+                              static_cast<const py::array*>(&b), static_cast<const py::array*>(&bound)})
+          if (v->ndim() != 1 || v->shape(0) != n) throw Error("corr, s, b and bound need one value a channel");
+        for (int64_t i = 0; i < rows * n; ++i) {
+          const int64_t v = acc.data()[i];
+          if ((v < 0 ? -v : v) > bound.data()[i % n]) throw Error("an |acc| exceeds its channel's bound");
+        }
+        integer::ActQuant q = act_of(scale, zeropt, bits, is_signed, narrow, mode, false);
+        if (nonneg) q = integer::nonneg_codes(q);
+        const integer::CodesFastRows f = integer::codes_fast_rows(
+            integer::codes_fast(q, corr.data(), s.data(), b.data(), bound.data(), std::nullopt, n));
+        py::array_t<int8_t> out({rows, n});
+        integer::rescale_codes_rows(acc.data(), rows, n, out.mutable_data(), corr.data(), s.data(), b.data(), relu, q,
+                                    fast ? &f : nullptr);
+        return py::make_tuple(out, q.offset, f.vector);
+      },
+      py::arg("acc"), py::arg("corr"), py::arg("s"), py::arg("b"), py::arg("bound"), py::arg("relu"),
+      py::arg("scale"), py::arg("zeropt"), py::arg("bits"), py::arg("signed"), py::arg("narrow"),
+      py::arg("rounding_mode"), py::arg("nonneg") = false, py::arg("fast") = true,
+      "Codes of rescaled int32 sums in rows (integer::rescale_codes_rows): acc [rows, channels]; returns (codes, "
+      "offset, whether the vector loop's coefficients apply).");
+  m.def(
       "qgemm",
       [](const F32& x, const I8& w, const F64& s, const F64& b, float scale, float zeropt, int64_t bits,
          bool is_signed, bool narrow, const std::string& mode, bool bipolar, const std::string& kernel, bool relu) {

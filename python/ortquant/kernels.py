@@ -390,6 +390,32 @@ def rescale_codes(
     )  # fmt: skip
 
 
+def rescale_codes_rows(
+    acc: np.ndarray,
+    corr: np.ndarray,
+    s: np.ndarray,
+    b: np.ndarray,
+    bound: np.ndarray,
+    relu: bool = False,
+    nonneg: bool = False,
+    fast: bool = True,
+    **act: object,
+) -> tuple[np.ndarray, int, bool]:
+    """Integer mode's codes epilogue of a dense layer: :func:`rescale_codes` for sums laid out ``[rows, channels]``.
+
+    Returns ``(codes [rows, channels], the quantizer's offset, vector)``: ``vector`` says whether the layer's
+    coefficients let the SIMD loop run (else every code takes the exact formula); ``fast=False`` forces the exact
+    formula. The codes are the same either way and on every path.
+    """
+    acc = np.asarray(acc, dtype=np.int32)
+    args = _act_args(act)
+    del args["bipolar"]
+    return _C.rescale_codes_rows(
+        acc, np.asarray(corr, dtype=np.int64), np.asarray(s, dtype=np.float64), np.asarray(b, dtype=np.float64),
+        np.asarray(bound, dtype=np.int64), relu, nonneg=nonneg, fast=fast, **args,
+    )  # fmt: skip
+
+
 def qgemm(
     x: np.ndarray,
     w: np.ndarray,

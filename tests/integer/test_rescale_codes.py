@@ -179,3 +179,105 @@ def test_bound_is_checked():
     acc = np.full((1, 1, 8), 1000, dtype=np.int32)
     with pytest.raises(Exception, match="bound"):
         kernels.rescale_codes(acc, [0], [1e-3], [0.0], [999], scale=0.1, bits=8, signed=True)
+
+
+# ---- Dense layers: sums in rows [rows, channels] (integer::rescale_codes_rows, QGemmCodes) ----------------------
+
+
+def _check_rows(acc, corr, s, b, relu, act, nonneg=False):
+    """The row layout's codes, vector loop and exact formula, against the reference; returns the vector flag."""
+    bound = np.abs(acc.astype(np.int64)).max(axis=0) + 3
+    v = ref.rescale(acc.astype(np.int64) + corr[None, :], s, b, axis=1, relu=relu)
+    for fast in (True, False):
+        codes, offset, vector = kernels.rescale_codes_rows(acc, corr, s, b, bound, relu=relu, nonneg=nonneg,
+                                                           fast=fast, **act)  # fmt: skip
+        want = ref.act_codes(v, **act) - offset
+        assert codes.shape == want.shape
+        bad = np.argwhere(codes.astype(np.int64) != want)
+        assert bad.size == 0, (
+            f"fast={fast}: {len(bad)} codes differ, first at {tuple(bad[0])}: {codes[tuple(bad[0])]} != "
+            f"{want[tuple(bad[0])]}"
+        )
+    return vector
+
+
+def _boundary_columns(rng, n, bits, zeropt, scale, s, b, corr):
+    """Per channel: the sums just below, on and above every boundary of the quantizer, plus random ones."""
+    cols = []
+    for j in range(n):
+        k = np.arange(-(2**bits) - 2, 2**bits + 3, dtype=np.float64)
+        edges = np.concatenate([k + 0.5, k])
+        a0 = np.round(((edges - zeropt) * scale - b[j]) / s[j] - corr[j]).astype(np.int64)
+        cols.append(np.concatenate([a0 - 1, a0, a0 + 1, rng.integers(-20000, 20000, 16)]))
+    m = min(len(c) for c in cols)
+    return np.stack([c[:m] for c in cols], axis=1).astype(np.int32)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+def test_rows_on_and_next_to_every_boundary(isa, mode, relu):
+    # Channel counts around the 8-channel vector step (tails of 1..7 channels), every boundary of each channel's
+    # codes in some row.
+    rng = np.random.default_rng(len(mode) * 5 + relu)
+    for bits, signed, narrow, zeropt in QUANTS:
+        scale = float(F32(rng.uniform(0.01, 0.3)))
+        act = _act_kw(bits, signed, narrow, zeropt, mode, scale)
+        for n in (1, 5, 8, 13, 24):
+            s = rng.uniform(2e-4, 5e-3, n) * rng.choice([-1.0, 1.0], n)
+            b = rng.uniform(-1.0, 1.0, n)
+            corr = rng.integers(-3000, 3000, n)
+            acc = _boundary_columns(rng, n, bits, zeropt, scale, s, b, corr)
+            vector = _check_rows(acc, corr, s, b, relu, act)
+            # The modes whose boundaries do not depend on the sign take the vector loop.
+            assert vector == (mode not in ("ROUND_TO_ZERO", "UP", "DOWN"))
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("mode", ROUNDING_MODES)
+def test_rows_exact_and_inexact_channels_side_by_side(isa, mode, relu):
+    # Power-of-two channels (exact: their ties resolved in the vector loop) next to channels that are not exact (their
+    # integer u flagged for the exact formula) in the same 8-channel steps; dense sums hit every tie.
+    for bits, signed, narrow, zeropt in QUANTS:
+        act = _act_kw(bits, signed, narrow, zeropt, mode, 2.0**-4)
+        s = np.array([2.0**-7, 1.37e-3, -(2.0**-6), 3 * 2.0**-9, -2.1e-3, 2.0**-5, 2.0**-8, 7.7e-4, 2.0**-6])
+        b = np.array([0.0, 0.11, 0.375, -1.25, 0.5, 2.0**-8, 0.0, -0.3, 0.125])
+        corr = np.array([0, 5, 17, -128 * 5, 3, 3, -9, 0, 44])
+        acc = np.tile(np.arange(-1500, 1500, dtype=np.int32)[:, None], (1, len(s)))
+        acc[:, 1::2] = acc[:, 1::2][::-1]  # the channels do not move together
+        _check_rows(acc, corr, s, b, relu, act)
+
+
+def test_rows_nonneg_codes_and_many_channels(isa):
+    # The stored (offset) codes of a non-negative quantizer, one row and many rows, a layer wider than the exact
+    # formula's buffer (2048 values).
+    rng = np.random.default_rng(17)
+    for rows, n in ((1, 64), (7, 3), (3, 2100), (300, 10)):
+        acc = rng.integers(-40000, 40000, (rows, n)).astype(np.int32)
+        s = rng.uniform(1e-4, 1e-3, n)
+        b = rng.uniform(-2, 2, n)
+        corr = rng.integers(-100, 100, n)
+        for nonneg in (False, True):
+            for mode in ("ROUND", "FLOOR", "HALF_UP"):
+                _check_rows(acc, corr, s, b, False, _act_kw(4, False, False, 0.0, mode, 0.4), nonneg=nonneg)
+                _check_rows(acc, corr, s, b, True, _act_kw(8, False, False, 0.0, mode, 0.05), nonneg=nonneg)
+
+
+def test_rows_large_sums_and_scales(isa):
+    # Sums near the int32 limits, tiny and huge factors (every value clamped), a zero scale.
+    rng = np.random.default_rng(19)
+    acc = np.concatenate([
+        rng.integers(-(2**31) + 1, 2**31 - 1, 64), np.array([-(2**31) + 1, 2**31 - 1, 0, 1, -1]),
+        rng.integers(-(2**25), 2**25, 64),
+    ]).astype(np.int32).reshape(-1, 1)  # fmt: skip
+    acc = np.tile(acc, (1, 3))
+    for s0, b0 in ((1e-9, 0.0), (3.7e-8, 0.3), (1e3, -5.0), (0.0, 0.7), (2.0**-24, 0.0)):
+        for mode in ("ROUND", "CEIL", "HALF_DOWN"):
+            act = _act_kw(8, True, False, 0.0, mode, 0.05)
+            _check_rows(acc, np.array([12345, 0, -7]), np.full(3, s0), np.full(3, b0), False, act)
+
+
+def test_rows_bound_is_checked():
+    acc = np.full((2, 3), 1000, dtype=np.int32)
+    with pytest.raises(Exception, match="bound"):
+        kernels.rescale_codes_rows(acc, [0, 0, 0], [1e-3] * 3, [0.0] * 3, [999] * 3, scale=0.1, bits=8, signed=True)
+

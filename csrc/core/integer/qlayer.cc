@@ -530,6 +530,51 @@ std::vector<CodesFast> codes_fast(const ActQuant& q, const int64_t* corr, const 
   return f;
 }
 
+CodesFastRows codes_fast_rows(const std::vector<CodesFast>& f) {
+  CodesFastRows r;
+  const size_t n = f.size(), padded = (n + 7) / 8 * 8;
+  r.a.assign(padded, 0.f), r.a_lo.assign(padded, 0.f), r.c.assign(padded, 0.5f), r.c_lo.assign(padded, 0.f);
+  r.e.assign(padded, 2.f), r.e1.assign(padded, -1.f);
+  r.vector = n > 0;
+  for (size_t j = 0; j < n; ++j) {
+    r.a[j] = f[j].a, r.a_lo[j] = f[j].a_lo, r.c[j] = f[j].c, r.c_lo[j] = f[j].c_lo;
+    r.e[j] = f[j].e, r.e1[j] = 1.f - f[j].e;
+    if (!(f[j].e < 1.f)) r.vector = false;
+    if (f[j].tie != CodesFast::kNone) r.tie = f[j].tie;
+  }
+  return r;
+}
+
+void rescale_codes_rows(const int32_t* acc, int64_t rows, int64_t n, int8_t* codes, const int64_t* corr,
+                        const double* s, const double* b, bool relu, const ActQuant& q, const CodesFastRows* fast) {
+  if (q.wide) throw Error("rescale_codes_rows: 9- to 16-bit quantizers have no int8 codes");
+  if (fast != nullptr && fast->vector && !q.bipolar &&
+      static_cast<int64_t>(fast->a.size()) >= n &&
+      select_isa(&scalar::rescale_codes_rows_isa, &avx2::rescale_codes_rows_isa, &avx512::rescale_codes_rows_isa)(
+          acc, rows, n, codes, corr, s, b, relu, q, *fast))
+    return;
+  // The exact formula: pieces of rows (or of a long row) rescaled into an L1 buffer, then quantized.
+  const auto rescale_fn = select_isa(&scalar::rescale_isa, &avx2::rescale_isa, &avx512::rescale_isa);
+  const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
+  constexpr int64_t kBuf = 2048;
+  alignas(32) float buf[kBuf];
+  if (n > kBuf) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c0 = 0; c0 < n; c0 += kBuf) {
+        const int64_t len = std::min(kBuf, n - c0);
+        rescale_fn(acc + r * n + c0, buf, 1, len, 1, corr + c0, s + c0, b + c0, relu);
+        quant(q, buf, codes + r * n + c0, len);
+      }
+    return;
+  }
+  const int64_t per = n > 0 ? kBuf / n : rows;
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
+    const int64_t nr = std::min(per, rows - r0);
+    rescale_fn(acc + r0 * n, buf, nr, n, 1, corr, s, b, relu);
+    quant(q, buf, codes + r0 * n, nr * n);
+  }
+}
+
 void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows, int64_t width,
                    const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
                    std::optional<float> leaky, const float* resid, const ActQuant& q, const CodesFast* fast) {
@@ -887,8 +932,15 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
   for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
+  acc_bound_ = acc_bounds(w, n, k);
   if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(n), 0);
+}
+
+void QGemm::set_output_quant(const ActQuant& q) {
+  if (q.wide) throw Error("output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
+  out_fast_ = codes_fast_rows(codes_fast(q, corr_.data(), s_.data(), b_.data(), acc_bound_.data(), std::nullopt, n_));
+  out_q_ = q;
 }
 
 void QGemm::run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const {
@@ -929,18 +981,40 @@ void QGemm::run_wide(const float* x, int64_t rows, float* out, const gemm::Paral
   rescale_wide(acc, acc + n_out, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
-void QGemm::run(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+// Float32 values in, float32 values out, on the path the layer takes for them.
+void QGemm::run_values(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
   if (act_.wide) return run_wide(x, rows, out, par, kernel);
-  if (xnor_ && kernel == gemm::Kernel::kAuto) return planes_ ? run_planes(x, rows, out, par) : run_xnor(x, rows, out, par);
+  return planes_ ? run_planes(x, rows, out, par) : run_xnor(x, rows, out, par);
+}
+
+void QGemm::run(In in, int64_t rows, Out out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+  if ((in.x == nullptr) == (in.codes == nullptr)) throw Error("QGemm::run: give the input as values or as codes");
+  if ((out.y == nullptr) == (out.codes == nullptr)) throw Error("QGemm::run: give the output as values or as codes");
+  if (out.codes != nullptr && !out_q_) throw Error("QGemm::run: output codes need set_output_quant first");
+  if (in.codes != nullptr && act_.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes");
   const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
-  int8_t* codes = scratch(t_codes, n_in);
-  quantize_codes(act_, x, codes, n_in);
+  if (in.x != nullptr && (act_.wide || (xnor_ && kernel == gemm::Kernel::kAuto))) {
+    // The byte planes and the bit kernels end in float32 values; codes are those values quantized.
+    float* y = out.codes != nullptr ? scratch(t_outf, n_out) : out.y;
+    run_values(in.x, rows, y, par, kernel);
+    if (out.codes != nullptr) quantize_codes(*out_q_, y, out.codes, n_out);
+    return;
+  }
+  const int8_t* codes = in.codes;
+  if (codes == nullptr) {
+    int8_t* q = scratch(t_codes, n_in);
+    quantize_codes(act_, in.x, q, n_in);
+    codes = q;
+  }
   int32_t* acc = scratch(t_acc, n_out);
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = nonneg_max(act_);
   gemm::gemm_rows(codes, rows, k_, packed_, ep, acc, n_, par, kernel);
-  rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
+  if (out.codes != nullptr)
+    rescale_codes_rows(acc, rows, n_, out.codes, corr_.data(), s_.data(), b_.data(), relu_, *out_q_, &out_fast_);
+  else
+    rescale(acc, out.y, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 }  // namespace ortquant::integer

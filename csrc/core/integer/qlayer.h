@@ -120,6 +120,22 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
                    const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
                    std::optional<float> leaky, const float* resid, const ActQuant& q,
                    const CodesFast* fast = nullptr);
+// codes_fast() of n channels as arrays, one value per channel, padded to a multiple of 8 (rescale_codes_rows' vector
+// loop takes 8 channels of a row at a time). tie: the ties' rule of the exact channels (one quantizer, one rule; the
+// channels that are not exact have e > 0 and flag every integer u). vector: every channel has e < 1 (a channel with
+// e >= 1 would send every value to the exact formula: then the whole layer takes it, as pieces of rows).
+struct CodesFastRows {
+  std::vector<float> a, a_lo, c, c_lo, e, e1;  // e1 = 1 - e
+  CodesFast::Tie tie = CodesFast::kNone;
+  bool vector = false;
+};
+CodesFastRows codes_fast_rows(const std::vector<CodesFast>& f);
+// The codes of a [rows][n] matrix of sums, channel j along the row (QGemm): codes[r * n + j] is the code of
+// y = float32(double(acc[r * n + j] + corr[j]) * s[j] + b[j]) (then relu: y < 0 ? 0 : y) under q, as rescale() then
+// quantize_codes(q) would write it. fast: codes_fast_rows() of these channels, or null (the exact formula). Same bits
+// on every path.
+void rescale_codes_rows(const int32_t* acc, int64_t rows, int64_t n, int8_t* codes, const int64_t* corr,
+                        const double* s, const double* b, bool relu, const ActQuant& q, const CodesFastRows* fast);
 // The float-exact backend (QuantCodes / Rescale ops around onnxruntime's own float Conv / Gemm / MatMul): the
 // integer values q - z as float32, and the rescale of integer-valued float32 sums. Exact when every partial sum
 // is an integer below 2^24 in magnitude (the transform checks K * max|a| * max|w| < 2^24).
@@ -239,9 +255,26 @@ class QGemm {
         bool relu = false, bool xnor = true);
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
+  // The quantizer of the layer's input as it stores codes (nonneg_codes of the one given).
   const ActQuant& act() const { return act_; }
+  // The input: float32 values x [rows][k], or `codes`: the stored codes of act() (as QConv::In; a previous layer's
+  // output codes). Codes run on the int8 engine; a wide quantizer has no codes.
+  using In = QConv::In;
+  // The output [rows][n]: float32 values `y`, or `codes`: the codes of set_output_quant()'s quantizer of those values
+  // (the engine's sums go straight to codes, rescale_codes_rows; the bit kernels and byte planes quantize their
+  // float32 output).
+  struct Out {
+    float* y = nullptr;
+    int8_t* codes = nullptr;
+  };
+  void run(In in, int64_t rows, Out out, const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   void run(const float* x, int64_t rows, float* out, const gemm::Parallel& par,
-           gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+           gemm::Kernel kernel = gemm::Kernel::kAuto) const {
+    run(In{x, nullptr}, rows, Out{out, nullptr}, par, kernel);
+  }
+  // The quantizer of the codes run() writes with Out::codes (an int8 quantizer; its coefficients computed once
+  // here). Set before the first run.
+  void set_output_quant(const ActQuant& q);
   bool uses_xnor() const { return xnor_.has_value(); }  // as QConv::uses_xnor
   int bit_planes() const { return planes_; }
 
@@ -255,6 +288,10 @@ class QGemm {
   std::optional<XnorWeights> xnor_;  // as in QConv
   int planes_ = 0;
   std::vector<int64_t> zero_corr_;
+  std::vector<int64_t> acc_bound_;  // per channel: 128 * sum |w| (as QConv's)
+  std::optional<ActQuant> out_q_;   // set_output_quant, with out_fast_
+  CodesFastRows out_fast_;
+  void run_values(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const;
   void run_xnor(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
   void run_planes(const float* x, int64_t rows, float* out, const gemm::Parallel& par) const;
   void run_wide(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const;

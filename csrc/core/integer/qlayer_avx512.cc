@@ -1,6 +1,8 @@
 // Integer-mode layer loops compiled for the avx512 path (flags chosen by this file's name in CMakeLists.txt).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "core/integer/qlayer_kernels.h"

@@ -26,6 +26,11 @@ ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_isa,
                         (const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu,
                          const float* leaky, const float* resid, const ActQuant& q, const CodesFast* fast))
+// rescale_codes_rows' vector loop (8 channels of a row per step, codes_near's arithmetic per value, the exact
+// formula for a step with a value near a rounding boundary). Returns false, doing nothing, on the scalar path.
+ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_rows_isa,
+                        (const int32_t* acc, int64_t rows, int64_t n, int8_t* codes, const int64_t* corr,
+                         const double* s, const double* b, bool relu, const ActQuant& q, const CodesFastRows& f))
 // A 1x1 convolution with few input channels, straight: acc[j * ld + p] = sum_c w[j * k + c] * x[c * plane + p] for
 // j < m, p < n (int32, exact: |sum| <= k * 128 * 128).
 ORTQUANT_DECLARE_ISA_FN(void, small_k_sums_isa,

@@ -37,7 +37,7 @@ _CONV = [
     Attr("group", AttrType.INT, 1),
 ]
 
-# QConvCodes only: the quantizer of its int8 output codes (the act_* of the QConv layers that read them).
+# QConvCodes / QGemmCodes only: the quantizer of their int8 output codes (the act_* of the layers that read them).
 _OUT_ACT = [
     Attr("out_act_scale", AttrType.FLOAT, required=True, doc="the output quantizer's scale (> 0)"),
     Attr("out_act_zeropt", AttrType.FLOAT, 0.0),
@@ -134,12 +134,16 @@ def _infer_avgpool_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.FLOAT, [x[0], x[1], *spatial])
 
 
-def _infer_gemm(ctx: onnx.shape_inference.InferenceContext) -> None:
+def _infer_gemm(ctx: onnx.shape_inference.InferenceContext, elem: int = TensorProto.FLOAT) -> None:
     x, w = input_shape(ctx, 0), input_shape(ctx, 1)
     if x is None or not x:
-        set_output(ctx, 0, TensorProto.FLOAT, None)
+        set_output(ctx, 0, elem, None)
         return
-    set_output(ctx, 0, TensorProto.FLOAT, [*x[:-1], w[0] if w is not None and len(w) == 2 else None])
+    set_output(ctx, 0, elem, [*x[:-1], w[0] if w is not None and len(w) == 2 else None])
+
+
+def _infer_gemm_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
+    _infer_gemm(ctx, TensorProto.INT8)
 
 
 def _infer_same(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -175,6 +179,16 @@ def ops() -> list[Op]:
         ("T", ["tensor(float)", "tensor(int8)"], "values or codes"),
         ("TR", ["tensor(float)", "tensor(int8)"], "values or codes"),
     ]
+    gemm_ins = [
+        Param(
+            "X",
+            "T",
+            doc="float32 activation [..., K], quantized in the op by the act_* quantizer; or int8: its codes, as a "
+            "QConvCodes / QGemmCodes whose out_act_* equal this op's act_* writes them",
+        ),
+        *ins[1:],
+    ]
+    gemm_doc = "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K]."
     conv_doc = (
         "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; with "
         "pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with depth_to_space "
@@ -203,8 +217,10 @@ def ops() -> list[Op]:
             Attr("strides", AttrType.INTS, doc="[sH, sW], default [1, 1]"),
             Attr("global", AttrType.INT, 0, doc="1: the window is the whole plane (GlobalAveragePool)")], (),
            _infer_avgpool_codes),
-        Op("QGemm", "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K].",
-           ins, out, [*_ACT, _CHECK, _XNOR], (), _infer_gemm),
+        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR], conv_types[:1], _infer_gemm),
+        Op("QGemmCodes", gemm_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
+           "(transforms/integer_codes.py).", gemm_ins, [Param("Y", "tensor(int8)")],
+           [*_ACT, _CHECK, *_OUT_ACT, _XNOR], conv_types[:1], _infer_gemm_codes),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
            ins[:1], out, [*(a for a in _ACT if a.name != "relu"), _CHECK], (), _infer_same),
         Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",

@@ -1,28 +1,32 @@
-"""Integer-mode rule: a ``QConv`` whose output only ``QConv`` layers read, all with the same input quantizer, writes
-their int8 codes instead of float32 values (``QConvCodes``)::
+"""Integer-mode rule: a lowered layer (``QConv`` or ``QGemm``) whose output only such layers read, all with the same
+input quantizer, writes their int8 codes instead of float32 values (``QConvCodes`` / ``QGemmCodes``)::
 
-    QConv(...) -> y -> QConv(act_* = A), QConv(act_* = A) ...
-      =>  QConvCodes(..., out_act_* = A) -> c -> QConv(act_* = A), QConv(act_* = A) ...
+    QConv(...) -> y -> QConv(act_* = A), QGemm(act_* = A) ...
+      =>  QConvCodes(..., out_act_* = A) -> c -> QConv(act_* = A), QGemm(act_* = A) ...
+    QGemm(...) -> y -> QGemm(act_* = A) ...
+      =>  QGemmCodes(..., out_act_* = A) -> c -> QGemm(act_* = A) ...
 
-Each reader used to quantize ``y`` with its quantizer ``A`` (the first thing a QConv does with a float32 input).
-``QConvCodes`` computes the same float32 values (its rescale, Relu, fused pool, pixel shuffle or residual unchanged)
-and applies ``A`` to them as it writes them, a piece of rows at a time from an L1 buffer; the readers take the codes
-as they are. The codes are the ones the readers computed before, so every output keeps its bits; what goes is a
-float32 tensor written and read back (four bytes an element instead of one) and a pass of the readers.
+Each reader used to quantize ``y`` with its quantizer ``A`` (the first thing a QConv or QGemm does with a float32
+input). ``QConvCodes`` computes the same float32 values (its rescale, Relu, fused pool, pixel shuffle or residual
+unchanged) and applies ``A`` to them as it writes them, a piece of rows at a time from an L1 buffer; ``QGemmCodes``
+does the same after QGemm's rescale and Relu (an MLP's hidden layers, a CNN's dense head behind its ``Flatten``). The
+readers take the codes as they are. The codes are the ones the readers computed before, so every output keeps its
+bits; what goes is a float32 tensor written and read back (four bytes an element instead of one) and a pass of the
+readers.
 
-A QONNX ``Quant`` reading the producer's output directly is such a reader too when it is the readers' quantizer
+A QONNX ``Quant`` reading a ``QConv``'s output directly is such a reader too when it is the readers' quantizer
 and only QConv layers read its output, as their residual ``R`` (Brevitas' residual block): it goes, and those layers
 read the codes as ``R`` with ``residual_act_*`` (the op adds ``float32((c + offset) * scale)``, what Quant output).
+A ``QGemm`` producer has no such readers (QGemm has no ``R``).
 
-Fused only when: the producer is a ``QConv`` of domain ``ortquant.integer``; every reader of its output reads it as
-its input ``X`` (not as the residual ``R``) and is a ``QConv`` of that domain, directly or through ``Squeeze``,
-``Unsqueeze``, ``Reshape`` or ``Flatten`` nodes (a 1-D layer's pair; they move int8 elements as they moved float32
-ones); no value on the way is a graph output; the readers' act_*
+Fused only when: the producer is a ``QConv`` or ``QGemm`` of domain ``ortquant.integer``; every reader of its output
+reads it as its input ``X`` (not as the residual ``R``) and is a ``QConv`` or ``QGemm`` of that domain, directly or
+through ``Squeeze``, ``Unsqueeze``, ``Reshape`` or ``Flatten`` nodes (a 1-D layer's pair, the Flatten before a dense
+head; they move int8 elements as they moved float32 ones); no value on the way is a graph output; the readers' act_*
 attributes are equal (defaults filled in), of at most 8 bits (a 9- to 16-bit quantizer has no int8 codes); and no
 reader is a binary-weight layer that may take the bit kernels (weight codes all -1 or +1 with ``xnor`` on: those read
 float32 values). The values that hold codes are renamed (``<name>__codes``) and their float32 ``value_info`` is
-dropped. Returns ``model`` itself when
-nothing is fused.
+dropped. Returns ``model`` itself when nothing is fused.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from ortquant.transforms.lower_integer import _activation, _Graph
 INTEGER_DOMAIN = "ortquant.integer"
 # Nodes that only move or reshape elements (any element type): codes pass through them unchanged.
 _SHAPE_OPS = ("Squeeze", "Unsqueeze", "Reshape", "Flatten")
+# The layers that read codes as X and may write them: op type -> the op that writes the readers' codes instead.
+_LAYERS = {"QConv": "QConvCodes", "QGemm": "QGemmCodes"}
 # The act_* attributes and their defaults (schemas/integer.py); act_bits defaults to 1 for a bipolar quantizer.
 _ACT_DEFAULTS: dict[str, object] = {
     "act_scale": None,
@@ -91,14 +97,17 @@ def _binary_weights(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) ->
 
 
 def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Let each ``QConv`` whose readers are all ``QConv`` layers with one quantizer write their codes; see the module
-    doc."""
+    """Let each ``QConv`` / ``QGemm`` whose readers are all such layers with one quantizer write their codes; see the
+    module doc."""
     nodes = list(model.graph.node)
 
     def is_qconv(n: onnx.NodeProto) -> bool:
         return n.op_type == "QConv" and n.domain == INTEGER_DOMAIN
 
-    if sum(1 for n in nodes if is_qconv(n)) < 2:
+    def is_layer(n: onnx.NodeProto) -> bool:
+        return n.op_type in _LAYERS and n.domain == INTEGER_DOMAIN
+
+    if sum(1 for n in nodes if is_layer(n)) < 2:
         return model
     readers = input_readers(nodes)
     outputs = {o.name for o in model.graph.output}
@@ -129,23 +138,23 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
 
     quants: dict[int, tuple[dict[str, object], list[int]]] = {}  # Quant index -> (quantizer, R readers)
 
-    def layer_readers(value: str, through: list[str]) -> list[tuple[int, int]] | None:
-        """The QConv layers reading ``value`` as X, directly or through shape-only nodes (whose outputs are added
-        to ``through``), and (k = -1) the Quant nodes reading it directly whose outputs the layers read only as R
-        (residual_quant); None when another node or a graph output reads it."""
+    def layer_readers(value: str, through: list[str], residual: bool) -> list[tuple[int, int]] | None:
+        """The QConv / QGemm layers reading ``value`` as X, directly or through shape-only nodes (whose outputs are
+        added to ``through``), and (k = -1; only with ``residual``) the Quant nodes reading it directly whose outputs
+        the layers read only as R (residual_quant); None when another node or a graph output reads it."""
         if value in outputs:
             return None
         found: list[tuple[int, int]] = []
         for j, k in readers.get(value, []):
             r = nodes[j]
-            if is_qconv(r) and k == 0:
+            if is_layer(r) and k == 0:
                 found.append((j, k))
-            elif k == 0 and not through and (rq := residual_quant(j)) is not None:
+            elif residual and k == 0 and not through and (rq := residual_quant(j)) is not None:
                 quants[j] = rq
                 found.append((j, -1))
             elif r.op_type in _SHAPE_OPS and r.domain in STANDARD_DOMAINS and k == 0 and len(r.output) == 1:
                 through.append(r.output[0])
-                more = layer_readers(r.output[0], through)
+                more = layer_readers(r.output[0], through, residual)
                 if more is None:
                     return None
                 found.extend(more)
@@ -156,10 +165,10 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     fused: dict[int, tuple[dict[str, object], list[int]]] = {}  # producer -> (the readers' act_*, residual Quants)
     stale: set[str] = set()
     for i, n in enumerate(nodes):
-        if not is_qconv(n) or not n.output or not n.output[0]:
+        if not is_layer(n) or not n.output or not n.output[0]:
             continue
         through: list[str] = []
-        rs = layer_readers(n.output[0], through)
+        rs = layer_readers(n.output[0], through, residual=is_qconv(n))
         if not rs:
             continue
         acts = [_canonical(quants[j][0] if k < 0 else _act(nodes[j])) for j, k in rs]
@@ -179,7 +188,7 @@ def fuse_integer_codes(model: onnx.ModelProto) -> onnx.ModelProto:
     drop: set[int] = set()
     for i, (act, qs) in fused.items():
         n = new_nodes[i]
-        n.op_type = "QConvCodes"
+        n.op_type = _LAYERS[n.op_type]
         for name, value in act.items():
             n.attribute.append(helper.make_attribute("out_" + name, value))
         for qi in qs:  # the residual Quant goes: its readers take the codes as R, with their quantizer

@@ -14,7 +14,9 @@ OpSpec qconv_codes_spec(const std::string& name);
 OpSpec maxpool_codes_spec(const std::string& name);
 // AveragePool (no pads) / GlobalAveragePool over int8 codes, float32 out (the mean of the values they stand for).
 OpSpec avgpool_codes_spec(const std::string& name);
+// QGemm: X float32 values or int8 codes; QGemmCodes: its output as the int8 codes of its out_act_* quantizer.
 OpSpec qgemm_spec(const std::string& name);
+OpSpec qgemm_codes_spec(const std::string& name);
 // The float-exact backend (float_exact.cc).
 OpSpec quant_codes_spec(const std::string& name);
 OpSpec rescale_spec(const std::string& name);

@@ -332,9 +332,11 @@ class AvgPoolCodesKernel : public OpKernel {
   int64_t kh_ = 1, kw_ = 1, sh_ = 1, sw_ = 1;
 };
 
+// QGemm, and QGemmCodes (codes_op: the output as the int8 codes of the out_act_* quantizer). X: float32 values or
+// the int8 codes of the act_* quantizer (a QConvCodes / QGemmCodes output).
 class QGemmKernel : public OpKernel {
  public:
-  explicit QGemmKernel(const KernelInfo& info) {
+  QGemmKernel(const KernelInfo& info, bool codes_op) {
     const integer::ActQuant act = integer_act_quant(info);
     check_ = info.attr_string("act_check", "");
     const OwnedTensor w = constant(info, 1, kI8, "W");
@@ -342,26 +344,51 @@ class QGemmKernel : public OpKernel {
     const int64_t n = w.shape[0];
     gemm_.emplace(w.view().as<int8_t>(), n, w.shape[1], act, channel_values(info, 2, "S", n),
                   channel_values(info, 3, "B", n), info.attr_bool("relu", false), info.attr_bool("xnor", true));
+    if (codes_op != info.has_attr("out_act_scale"))
+      throw_error(codes_op ? "QGemmCodes needs the attributes 'out_act_*' (at least out_act_scale): the quantizer "
+                             "of its int8 output codes"
+                           : "attribute 'out_act_scale' belongs to QGemmCodes (int8 output codes); QGemm's output "
+                             "is float32");
+    if (codes_op) {
+      const integer::ActQuant q = integer::nonneg_codes(integer_act_quant(info, "out_act_"));
+      if (q.wide)
+        throw_error("attributes 'out_act_*': output codes take a quantizer of at most 8 bits, got ",
+                    info.attr_int("out_act_bits", 8));
+      gemm_->set_output_quant(q);
+    }
+    codes_out_ = codes_op;
+    info_bits_ = info.attr_int("act_bits", 8);
   }
 
   void compute(KernelContext& ctx) const override {
     const TensorView x = ctx.required_input(0);
-    expect_dtype(x, kFloat, "input X");
+    if (x.dtype != kFloat && x.dtype != kI8)
+      throw_error("input X must be float32 values or int8 codes (of a QConvCodes / QGemmCodes), got ",
+                  dtype_name(x.dtype));
+    const bool codes_in = x.dtype == kI8;
+    if (codes_in && gemm_->act().wide)
+      throw_error("input X is int8 codes but the act_* quantizer has ", info_bits_,
+                  " bits (9 to 16 bits have no int8 codes); feed float32 values");
     if (x.shape.empty()) throw_error("input X must have at least 1 dimension");
     if (x.shape.back() != gemm_->k())
       throw_error("input X has ", x.shape.back(), " features (last dim) but W [N, K] has K = ", gemm_->k());
     Shape ys = x.shape;
     ys.back() = gemm_->n();
-    float* y = ctx.output_as<float>(0, ys);
+    float* y = codes_out_ ? nullptr : ctx.output_as<float>(0, ys);
+    int8_t* yc = codes_out_ ? ctx.output_as<int8_t>(0, ys) : nullptr;
     const int64_t rows = shape_size(x.shape) / (gemm_->k() ? gemm_->k() : 1);
     if (shape_size(ys) == 0) return;
-    check_on_grid(check_, gemm_->act(), x.as<float>(), shape_size(x.shape));
-    gemm_->run(x.as<float>(), rows, y, parallel(ctx));
+    if (!codes_in) check_on_grid(check_, gemm_->act(), x.as<float>(), shape_size(x.shape));
+    const integer::QGemm::In in = codes_in ? integer::QGemm::In{nullptr, x.as<int8_t>()}
+                                           : integer::QGemm::In{x.as<float>(), nullptr};
+    gemm_->run(in, rows, {y, yc}, parallel(ctx));
   }
 
  private:
   std::optional<integer::QGemm> gemm_;
   std::string check_;  // act_check (check_on_grid)
+  bool codes_out_ = false;
+  int64_t info_bits_ = 8;  // act_bits, for the error above
 };
 
 void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {
@@ -420,14 +447,17 @@ void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {
 void infer_conv_values(const InferContext& ctx) { infer_conv(ctx, kFloat); }
 void infer_conv_codes(const InferContext& ctx) { infer_conv(ctx, kI8); }
 
-void infer_gemm(const InferContext& ctx) {
+void infer_gemm(const InferContext& ctx, ONNXTensorElementDataType out_type) {
   InferContext::Dims x, w;
-  if (!ctx.input_shape(0, &x)) return;
+  if (!ctx.input_shape(0, &x) || x.rank() == 0) return;
   const bool have_w = ctx.input_shape(1, &w) && w.rank() == 2;
   x.dims.back() = have_w ? w.dims[0] : -1;
   x.sym.back() = have_w ? w.sym[0] : InferContext::fresh_dim();
-  ctx.set_output(0, kFloat, x);
+  ctx.set_output(0, out_type, x);
 }
+
+void infer_gemm_values(const InferContext& ctx) { infer_gemm(ctx, kFloat); }
+void infer_gemm_codes(const InferContext& ctx) { infer_gemm(ctx, kI8); }
 
 }  // namespace
 
@@ -499,10 +529,18 @@ OpSpec avgpool_codes_spec(const std::string& name) {
 OpSpec qgemm_spec(const std::string& name) {
   OpSpec s;
   s.name = name;
-  s.inputs = {req(kFloat), req(kI8), req(kF64), req(kF64)};
+  s.inputs = {req(kAny), req(kI8), req(kF64), req(kF64)};  // X: float32 values or int8 codes
   s.outputs = {req(kFloat)};
-  s.factory = [](const KernelInfo& info) { return std::make_unique<QGemmKernel>(info); };
-  s.infer = &infer_gemm;
+  s.factory = [](const KernelInfo& info) { return std::make_unique<QGemmKernel>(info, false); };
+  s.infer = &infer_gemm_values;
+  return s;
+}
+
+OpSpec qgemm_codes_spec(const std::string& name) {
+  OpSpec s = qgemm_spec(name);
+  s.outputs = {req(kI8)};
+  s.factory = [](const KernelInfo& info) { return std::make_unique<QGemmKernel>(info, true); };
+  s.infer = &infer_gemm_codes;
   return s;
 }
 

@@ -281,3 +281,19 @@ def test_rows_bound_is_checked():
     with pytest.raises(Exception, match="bound"):
         kernels.rescale_codes_rows(acc, [0, 0, 0], [1e-3] * 3, [0.0] * 3, [999] * 3, scale=0.1, bits=8, signed=True)
 
+
+@pytest.mark.parametrize("mode", ["ROUND", "CEIL", "HALF_DOWN", "ROUND_TO_ZERO"])
+def test_small_planes_all_channels_at_once(isa, mode):
+    # A small image's planes (fewer than 64 values a channel) take the exact formula for many channels per call: more
+    # channels than one call's buffer holds (2048 values: 34 planes of 60), strided rows, a LeakyRelu, a residual.
+    rng = np.random.default_rng(len(mode))
+    for channels, rows, width, stride in ((40, 6, 10, 12), (3, 1, 1, 1), (70, 7, 9, 9)):
+        acc = rng.integers(-9000, 9000, (channels, rows, stride)).astype(np.int32)
+        s = rng.uniform(2e-4, 2e-3, channels) * rng.choice([-1.0, 1.0], channels)
+        b = rng.uniform(-1, 1, channels)
+        corr = rng.integers(-500, 500, channels)
+        act = _act_kw(4, True, False, 0.0, mode, 0.21)
+        for relu, leaky in ((False, None), (True, None), (False, 0.1)):
+            _check(acc, corr, s, b, relu, leaky, act, width=width)
+        resid = (rng.standard_normal((channels, rows, width)) * 0.5).astype(F32)
+        _check(acc, corr, s, b, True, None, act, width=width, resid=resid)

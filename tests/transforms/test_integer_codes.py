@@ -141,6 +141,12 @@ CASES = {
     "strided": ([{"m": 8, "k": 3}, {"m": 8, "k": 1, "pads": 0, "stride": 2}], 4, 12, 14),
     # a producer with a fused max pool (codes of the pooled image)
     "pooled": ([{"m": 8, "k": 3, "pool": 2}, {"m": 4, "k": 3}], 4, 12, 12),
+    # planes of at least 256 values: the convolution writes codes and the codes are pooled (int8 pool rows of 11, 4
+    # and 6 outputs: the 8- and 4-output steps and the scalar tail; a 3 x 3 window; a signed reader)
+    "pooled_codes": ([{"m": 8, "k": 3, "pool": 2}, {"m": 4, "k": 3, "signed": True}], 4, 22, 22),
+    "pooled_narrow": ([{"m": 8, "k": 3, "pool": 2}, {"m": 4, "k": 3}], 4, 32, 8),
+    "pooled_3x3": ([{"m": 8, "k": 3, "pool": 3}, {"m": 4, "k": 3}], 4, 18, 18),
+    "leaky_pooled_codes": ([{"m": 8, "k": 3, "leaky": 0.5, "pool": 2}, {"m": 4, "k": 3, "signed": True}], 4, 16, 20),
     # a signed reader with pads (its codes carry an offset: explicit padding with the code of 0)
     "signed_padded": ([{"m": 8, "k": 3, "relu": False}, {"m": 8, "k": 3, "signed": True}], 4, 9, 9),
     # outputs larger than 1 MiB of sums: both layers run in bands of rows (no pads: the engine pads nothing)

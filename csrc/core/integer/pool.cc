@@ -1,6 +1,7 @@
 #include "core/integer/pool.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/cpu.h"
@@ -71,6 +72,24 @@ int64_t pool_row_w2_sse2(const int8_t* const* r, int64_t ph, int64_t ow, int8_t*
     const __m128i mlo = _mm_max_epu8(_mm_and_si128(lo, low), _mm_srli_epi16(lo, 8));  // pair maxima, 16-bit lanes
     const __m128i mhi = _mm_max_epu8(_mm_and_si128(hi, low), _mm_srli_epi16(hi, 8));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y + j), _mm_xor_si128(_mm_packus_epi16(mlo, mhi), bias));
+  }
+  // Narrow rows (a small image's): 8 outputs from 16 bytes of each window row, then 4 from 8.
+  if (j + 8 <= ow) {
+    __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[0] + 2 * j)), bias);
+    for (int64_t a = 1; a < ph; ++a)
+      v = _mm_max_epu8(v, _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(r[a] + 2 * j)), bias));
+    const __m128i m = _mm_max_epu8(_mm_and_si128(v, low), _mm_srli_epi16(v, 8));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), _mm_xor_si128(_mm_packus_epi16(m, m), bias));
+    j += 8;
+  }
+  if (j + 4 <= ow) {
+    __m128i v = _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r[0] + 2 * j)), bias);
+    for (int64_t a = 1; a < ph; ++a)
+      v = _mm_max_epu8(v, _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r[a] + 2 * j)), bias));
+    const __m128i m = _mm_max_epu8(_mm_and_si128(v, low), _mm_srli_epi16(v, 8));
+    const int32_t four = _mm_cvtsi128_si32(_mm_xor_si128(_mm_packus_epi16(m, m), bias));
+    std::memcpy(y + j, &four, sizeof(four));
+    j += 4;
   }
   return j;
 }

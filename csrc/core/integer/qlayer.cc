@@ -28,6 +28,9 @@ thread_local std::vector<uint64_t> t_bits;
 // QConv::run_bands: a band's int32 sums take about kBandAccBytes (kept in L2 for the rescale); outputs of at most
 // kBandMinBytes of sums run whole.
 constexpr int64_t kBandAccBytes = 128 << 10, kBandMinBytes = 1 << 20;
+// rescale_codes: channels of fewer values than this (a small image's planes) take the exact formula for all channels
+// at once instead of the vector loop channel by channel.
+constexpr int64_t kSmallPlane = 64;
 
 int64_t checked_mul(int64_t a, int64_t b) {
   int64_t r;
@@ -579,6 +582,25 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
                    const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
                    std::optional<float> leaky, const float* resid, const ActQuant& q, const CodesFast* fast) {
   if (q.wide) throw Error("rescale_codes: 9- to 16-bit quantizers have no int8 codes");
+  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
+  const bool relu_first = relu && resid == nullptr;
+  constexpr int64_t kBuf = 2048;
+  alignas(32) float buf[kBuf];
+  const int64_t plane = rows * width;
+  if (plane < kSmallPlane) {
+    // A small image's few values per channel: the vector loop's per-channel set-up would outweigh them. As many
+    // channels as the buffer holds rescaled in one call, then quantized in one (the exact formula).
+    const int64_t per = kBuf / plane;
+    for (int64_t j0 = 0; j0 < channels; j0 += per) {
+      const int64_t nc = std::min(per, channels - j0), n = nc * plane, at = j0 * plane;
+      grid_fn(acc + j0 * rows * stride, stride, buf, nc, rows, width, corr + j0, s + j0, b + j0, relu_first);
+      if (leaky) leaky_relu_inplace(buf, n, *leaky);
+      if (resid != nullptr) add_residual(buf, resid + at, n, relu);
+      quant(q, buf, codes + at, n);
+    }
+    return;
+  }
   const auto codes_fn = select_isa(&scalar::rescale_codes_isa, &avx2::rescale_codes_isa, &avx512::rescale_codes_isa);
   if (!q.bipolar && codes_fn != &scalar::rescale_codes_isa) {  // the vector loop where the path has one
     std::vector<CodesFast> own;
@@ -588,11 +610,6 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
       return;
   }
   // The exact formula: pieces of rows rescaled into an L1 buffer, then quantized. A residual comes before the Relu.
-  const bool relu_first = relu && resid == nullptr;
-  const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
-  const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
-  constexpr int64_t kBuf = 2048;
-  alignas(32) float buf[kBuf];
   for (int64_t j = 0; j < channels; ++j) {
     const int32_t* aj = acc + j * rows * stride;
     int8_t* cj = codes + j * rows * width;

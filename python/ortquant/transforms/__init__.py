@@ -25,6 +25,7 @@ from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.integer_avgpool_codes import fuse_integer_avgpool_codes
+from ortquant.transforms.integer_bias_add import fuse_integer_bias_add
 from ortquant.transforms.integer_channels_last import fuse_integer_channels_last
 from ortquant.transforms.integer_code_flow import flow_integer_codes
 from ortquant.transforms.integer_codes import fuse_integer_codes
@@ -87,6 +88,8 @@ PIPELINE: list[Transform] = [
     Transform("fold_constant_arith", fold_constant_arith),
     # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).
     Transform("lower_integer", lower_integer, lambda o: o.integer),
+    # Integer mode: a constant bias Add (and a Relu) right after a lowered layer go into its B (and relu).
+    Transform("fuse_integer_bias_add", fuse_integer_bias_add, lambda o: o.integer),
     # Integer mode: a LeakyRelu right after a QConv is applied inside the op (before the fusions below).
     Transform("fuse_integer_leaky_relu", fuse_integer_leaky_relu, lambda o: o.integer),
     # Integer mode: a MaxPool right after a QConv pools inside the op (each image's output while in cache).

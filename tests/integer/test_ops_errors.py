@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from conftest import ORT_ERRORS, make_node_model, run_model
@@ -136,6 +137,25 @@ def test_qgemm_feature_mismatch_is_an_error():
     ins = [np.zeros((2, 7), np.float32), w, np.ones(4), np.zeros(4)]
     model, feeds = make_node_model("QGemm", D, ins, const=[False, True, True, True], attrs=ACT)
     with pytest.raises(ORT_ERRORS, match="7 features"):
+        run_model(model, feeds)
+
+
+@pytest.mark.parametrize(
+    ("op", "x", "attrs", "message"),
+    [
+        ("QGemm", np.zeros((2, 8), np.int32), {}, "float32 values or int8 codes"),
+        ("QGemm", np.zeros((2, 8), np.int8), {"act_bits": 12}, "12 bits .9 to 16 bits have no int8 codes"),
+        ("QGemmCodes", np.zeros((2, 8), np.float32), {}, "QGemmCodes needs the attributes 'out_act_"),
+        ("QGemmCodes", np.zeros((2, 8), np.float32), {"out_act_scale": 0.1, "out_act_bits": 12}, "at most 8 bits"),
+        ("QGemm", np.zeros((2, 8), np.float32), {"out_act_scale": 0.1}, "belongs to QGemmCodes"),
+    ],
+)
+def test_qgemm_codes_errors_name_the_problem(op, x, attrs, message):
+    w = np.ones((4, 8), np.int8)
+    out = [onnx.TensorProto.INT8 if op == "QGemmCodes" else onnx.TensorProto.FLOAT]
+    model, feeds = make_node_model(op, D, [x, w, np.ones(4), np.zeros(4)], const=[False, True, True, True],
+                                   attrs={**ACT, **attrs}, output_dtypes=out)  # fmt: skip
+    with pytest.raises(ORT_ERRORS, match=message):
         run_model(model, feeds)
 
 

@@ -371,7 +371,7 @@ class QGemmKernel : public OpKernel {
       gemm_->set_output_quant(q);
     }
     codes_out_ = codes_op;
-    info_bits_ = info.attr_int("act_bits", 8);
+    act_bits_ = info.attr_int("act_bits", 8);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -381,7 +381,7 @@ class QGemmKernel : public OpKernel {
                   dtype_name(x.dtype));
     const bool codes_in = x.dtype == kI8;
     if (codes_in && gemm_->act().wide)
-      throw_error("input X is int8 codes but the act_* quantizer has ", info_bits_,
+      throw_error("input X is int8 codes but the act_* quantizer has ", act_bits_,
                   " bits (9 to 16 bits have no int8 codes); feed float32 values");
     if (x.shape.empty()) throw_error("input X must have at least 1 dimension");
     if (x.shape.back() != gemm_->k())
@@ -402,7 +402,7 @@ class QGemmKernel : public OpKernel {
   std::optional<integer::QGemm> gemm_;
   std::string check_;  // act_check (check_on_grid)
   bool codes_out_ = false;
-  int64_t info_bits_ = 8;  // act_bits, for the error above
+  int64_t act_bits_ = 8;  // act_bits, for the error above
 };
 
 void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {

@@ -89,7 +89,7 @@ DEFAULT_MODELS = [
     *(REALWORLD / f"{m}.onnx" for m in ("qonnx_espcn_nn_resize_w4a4", "qonnx_espcn_subpixel_w4a4",
                                         "radioml_vgg10_w8a8", "tiny_kws_w3a3", "labs_gtsrb12_w2a3", "qonnx2mdc_mnist",
                                         "exm_separable_conv_ch_last", "exm_branched_model_ch_last",
-                                        "exm_tiny_unet_ch_last", "qkt_qconv2d_conversion")),
+                                        "exm_tiny_unet_ch_last", "qkt_qconv2d_conversion", "zoo_qkeras_jettagging")),
 ]  # fmt: skip
 SIDES = (
     "ortquant-integer",

@@ -45,7 +45,7 @@ def _bias(kind: str, n: int, seed: int) -> tuple[list[onnx.NodeProto], list[onnx
         inits = [_init("b_raw", b), _init("b_s", 2.0**-5), _init("b_z", 0.0), _init("b_w", 8.0)]
         node = helper.make_node("Quant", ["b_raw", "b_s", "b_z", "b_w"], ["bias"], name="bquant", domain=Q, signed=1)
         return [node], inits, "bias", np.asarray(yb, np.float32)
-    shape = {"1d": [n], "2d": [1, n], "scalar": [1]}[kind]
+    shape = {"1d": [n], "2d": [1, n], "2d_reshaped": [1, n], "scalar": [1]}[kind]
     v = b if kind != "scalar" else b[:1]
     return [], [_init("bias", v.reshape(shape))], "bias", np.broadcast_to(v, (n,)).astype(np.float32)
 
@@ -54,7 +54,10 @@ def _dense_model(op: str, bias: str, relu: bool, *, rows: int = 3) -> tuple[onnx
     """Quant(x) -> MatMul / Gemm(Quant(w)) -> Add(bias) [-> Relu]; returns the model and the bias values."""
     p = _dense_params(5, K, N)
     bnodes, binits, bname, bvals = _bias(bias, N, 9)
+    # 2d_reshaped: the layer's input comes through a Reshape (no declared rank: the rule infers it).
+    reshape = bias == "2d_reshaped"
     nodes = [
+        *([helper.make_node("Reshape", ["x0", "shape"], ["x"], name="reshape")] if reshape else []),
         helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
         helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),
         helper.make_node(op, ["xq", "wq"], ["y"], name="layer"),
@@ -65,8 +68,12 @@ def _dense_model(op: str, bias: str, relu: bool, *, rows: int = 3) -> tuple[onnx
     if relu:
         nodes.append(helper.make_node("Relu", ["z"], ["r"], name="relu"))
         out = "r"
-    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, K])],
-                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+    if reshape:
+        binits = [*binits, _init("shape", [rows, K], np.int64)]
+    x_in = helper.make_tensor_value_info(
+        "x0" if reshape else "x", TensorProto.FLOAT, [rows * K] if reshape else [rows, K]
+    )
+    g = helper.make_graph(nodes, "g", [x_in], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
                           initializer=[*(_init(k, v) for k, v in p.items()), *binits])  # fmt: skip
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
     m.ir_version = 10
@@ -88,14 +95,15 @@ def _ops(m: onnx.ModelProto) -> list[str]:
 
 
 @pytest.mark.parametrize("relu", [False, True])
-@pytest.mark.parametrize("bias", ["1d", "2d", "scalar", "quant"])
+@pytest.mark.parametrize("bias", ["1d", "2d", "2d_reshaped", "scalar", "quant"])
 @pytest.mark.parametrize("op", ["MatMul", "Gemm"])
 def test_dense_bias_add_goes_into_the_layer(op, bias, relu):
     m, bvals = _dense_model(op, bias, relu)
-    ops = _ops(m)
+    ops = [o for o in _ops(m) if o != "Reshape"]
     assert ops == ["QGemm"], ops  # the Add, the Relu and the bias quantizer are gone
     x = (np.random.default_rng(1).standard_normal((3, K)) * 0.5).astype(np.float32)
-    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    feed = {"x0": x.reshape(-1)} if bias == "2d_reshaped" else {"x": x}
+    got = ortquant.InferenceSession(m, integer=True).run(None, feed)[0]
     np.testing.assert_array_equal(got, _dense_reference(x, _dense_params(5, K, N), bvals, relu))
 
 

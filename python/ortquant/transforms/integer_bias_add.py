@@ -73,6 +73,28 @@ def fuse_integer_bias_add(model: onnx.ModelProto) -> onnx.ModelProto:
         if vi.type.tensor_type.HasField("shape"):
             ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
 
+    inferred: dict[str, int] | None = None
+
+    def rank_of(value: str) -> int | None:
+        """The rank of a value: declared, else from onnx shape inference (with ortquant's schemas; run once, and only
+        for a bias of more than one dimension, whose broadcast depends on it)."""
+        nonlocal inferred
+        if value in ranks:
+            return ranks[value]
+        if inferred is None:
+            from ortquant.schemas import register_schemas  # registered where needed, not at import
+
+            register_schemas()
+            inferred = {}
+            try:
+                g = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+            except Exception:  # a model shape inference cannot take: such biases stay Adds
+                g = None
+            for vi in [] if g is None else [*g.value_info, *g.input, *g.output]:
+                if vi.type.tensor_type.HasField("shape"):
+                    inferred[vi.name] = len(vi.type.tensor_type.shape.dim)
+        return inferred.get(value)
+
     def only_reader(value: str) -> int | None:
         rs = readers.get(value, [])
         return rs[0] if len(rs) == 1 and value not in outputs else None
@@ -121,7 +143,11 @@ def fuse_integer_bias_add(model: onnx.ModelProto) -> onnx.ModelProto:
             continue
         c, qi = found
         channels = int(inits[layer.input[1]].dims[0])
-        out_rank = ranks.get(y, ranks.get(layer.input[0])) if layer.op_type == "QGemm" else 4
+        out_rank = 4
+        if layer.op_type == "QGemm":
+            out_rank = ranks.get(y, ranks.get(layer.input[0]))
+            if out_rank is None and c.ndim > 1:
+                out_rank = rank_of(y) or rank_of(layer.input[0])
         bias = _channel_bias(c, layer.op_type, channels, out_rank)
         if bias is None:
             continue

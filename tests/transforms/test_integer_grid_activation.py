@@ -267,3 +267,54 @@ def test_ternary_codes_through_a_transpose_are_not_taken_as_bipolar(monkeypatch)
     assert np.any(a == 0)  # the case this test is about
     want = iref.rescale(a @ w.astype(np.int64), np.full(4, 0.5), np.zeros(4), 1)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize(
+    "s_type,z_type,b_type",
+    [(np.float64, np.int64, np.int64), (np.float32, np.int64, np.int64), (np.float64, np.float64, np.float64),
+     (np.float64, np.int32, np.int32)],
+)  # fmt: skip
+def test_quantizer_with_float64_or_integer_parameters_of_float32_values_is_fused(backend, s_type, z_type, b_type):
+    """QKeras' converter writes activation quantizers with a float64 power-of-two scale and int64 zero point 0 and bit
+    width: QONNX Quant then divides and rounds in float64, which gives the float32 computation's codes for such
+    values (an exact quotient, plus 0). The quantizer goes into the layer (no Quant node left). The reference is
+    qonnx's own semantics (``reference.qonnx.quant`` with those parameter types), on inputs that include every code's
+    rounding tie and values far out of range."""
+    s_a = 2.0**-5
+    p, codes, s_w = _weight((12, 3), 1)
+    inits = [_init(k, v) for k, v in p.items()]
+    inits += [_init("as", s_a, s_type), _init("az", 0, z_type), _init("ab", 6, b_type)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=1),
+        _wquant(),
+        helper.make_node("MatMul", ["xq", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [None, 12])
+    assert "Quant" not in [n.op_type for n in ortquant.prepare_model(m, integer=True).graph.node]
+    ties = (np.arange(-40, 40) + 0.5) * s_a
+    x = np.concatenate([ties, np.random.default_rng(5).standard_normal(64) * 2, [1e30, -1e30, 1e-40]])
+    x = np.resize(x.astype(np.float32), (12, 12))
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    xq = qref.quant(x, np.asarray(s_a, s_type), np.asarray(0, z_type), np.asarray(6, b_type), signed=True,
+                    narrow=False, rounding_mode="ROUND")  # fmt: skip
+    q = np.rint(xq.astype(np.float64) / s_a).astype(np.int64)
+    want = iref.rescale(q @ codes, s_a * s_w, np.zeros(3), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("scale,zeropt", [(0.1, 0), (2.0**-5, 3)])
+def test_quantizer_with_float64_parameters_that_change_its_codes_stays(scale, zeropt):
+    """A float64 scale that is not a power of two, or an int64 zero point that is not 0: the float64 computation may
+    round otherwise than the fused float32 one, so the Quant stays and the layer reads its output (the grid path)."""
+    p, _codes, _s_w = _weight((12, 3), 1)
+    inits = [_init(k, v) for k, v in p.items()]
+    inits += [_init("as", scale, np.float64), _init("az", zeropt, np.int64), _init("ab", 6, np.int64)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
+        _wquant(),
+        helper.make_node("MatMul", ["xq", "wq"], ["y"], name="mm"),
+    ]
+    m = _model(nodes, inits, [None, 12])
+    (d,) = integer_plan(m)
+    assert d.integer and "activation on the grid" in d.reason, d
+    assert "Quant" in [n.op_type for n in ortquant.prepare_model(m, integer=True).graph.node]

@@ -29,9 +29,10 @@ results are the same bits either way.
 Where that local pattern does not match, the grid path (``transforms/grid.py``'s ``infer_grids``) takes over:
 
 - an activation with no quantizer right before the layer (a Transpose, a Mul by a scale, a MultiThreshold, a
-  Trunc, a residual Add ...), or one whose quantizer has float64 / int64 parameters, but on a per-tensor integer
-  grid: the op reads the activation itself and recovers its codes with a quantizer synthesized from the grid, and
-  ``S`` uses the grid's float64 scale (``integer_grid_activation.py``);
+  Trunc, a residual Add ...), or one whose quantizer has float64 / int64 parameters that could change its codes
+  (not a power-of-two float64 scale or a zero point 0 of another type: :func:`_same_as_float32`), but on a
+  per-tensor integer grid: the op reads the activation itself and recovers its codes with a quantizer synthesized
+  from the grid, and ``S`` uses the grid's float64 scale (``integer_grid_activation.py``);
 - a weight computed from constants only (a quantizer then a Transpose, an integer-valued constant, a
   DequantizeLinear on a constant ...): its constant subgraph is evaluated once and its codes taken from its grid,
   checked to reproduce it exactly (``integer_grid_weight.py``; a bias computed from constants is evaluated too);
@@ -65,8 +66,9 @@ _QUANT = ("Quant", "IntQuant")
 # monotone non-decreasing quantizer preserves (max(Q(x)) = Q(max(x)); MaxPool pads with -inf, never selected).
 _PASS_THROUGH = ("Reshape", "Flatten", "MaxPool")
 _ROUNDING_MODES = ("ROUND", "HALF_EVEN", "CEIL", "FLOOR", "UP", "DOWN", "ROUND_TO_ZERO", "HALF_UP", "HALF_DOWN")
-# Element types the float Quant takes for its bit width (docs/ops.md); integer mode reads float32 and int32 ones.
-_BITS_DTYPES = (np.float32, np.int32)
+# Element types the float Quant takes for its bit width (docs/ops.md) that integer mode reads (an integral value: its
+# type changes nothing but the bounds' arithmetic, exact for every bit width integer mode takes).
+_BITS_DTYPES = (np.float32, np.float64, np.int32, np.int64)
 # QConv's geometry limits (core/checked.h kMaxConvStride, kMaxGeometry): layers beyond them stay on the float path.
 _MAX_CONV_STRIDE = 64
 _MAX_GEOMETRY = 1 << 16
@@ -225,11 +227,32 @@ def _is_qonnx(node: onnx.NodeProto | None, ops: tuple[str, ...]) -> bool:
     return node is not None and node.domain in QONNX_DOMAINS and node.op_type in ops
 
 
-def _per_tensor(v: np.ndarray, what: str, x_shape: tuple[int | None, ...] | None) -> float:
-    """The one value of a per-tensor quantizer parameter: float32, all elements equal, and of a shape that broadcasts
-    into the quantized tensor ``x_shape`` without changing it (else the quantizer's output is not x's shape, or the
-    float path refuses it)."""
-    if v.dtype != np.float32:
+def _same_as_float32(v: np.ndarray, kind: str) -> bool:
+    """Whether a quantizer parameter of another element type than float32 leaves QONNX Quant's codes those of its
+    float32 computation (docs/ops.md, Quant: a float64 scale makes ``x / scale`` float64, an integer or float64
+    zero point makes ``+ zeropt`` and the rounding float64). ``kind`` "scale": a power of two within float32's normal
+    range (``x / scale`` is then exact, or over- or underflows to the same clamped code, in both); "zeropt": 0 (the
+    float32 quotient plus 0 is itself, and rounding a float32 value gives the same integer in either type)."""
+    if v.dtype not in (np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        return False
+    flat = v.astype(np.float64).ravel()
+    if flat.size == 0 or not np.all(flat == flat[0]):
+        return False
+    x = float(flat[0])
+    if kind == "zeropt":
+        return x == 0.0
+    if not (np.isfinite(x) and x > 0):
+        return False
+    m, e = np.frexp(x)
+    return bool(m == 0.5) and -125 <= int(e) - 1 <= 127
+
+
+def _per_tensor(v: np.ndarray, what: str, x_shape: tuple[int | None, ...] | None, kind: str = "") -> float:
+    """The one value of a per-tensor quantizer parameter: float32 (or of ``kind`` "scale" / "zeropt", another type
+    whose value gives the float32 computation's codes: :func:`_same_as_float32`), all elements equal, and of a shape
+    that broadcasts into the quantized tensor ``x_shape`` without changing it (else the quantizer's output is not x's
+    shape, or the float path refuses it)."""
+    if v.dtype != np.float32 and not (kind and _same_as_float32(v, kind)):
         raise TypeSkipError(f"{what} is {v.dtype}, integer mode takes float32")
     flat = v.ravel()
     if flat.size == 0 or not np.all(flat == flat[0]):
@@ -266,15 +289,16 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
     if x_type is not None and x_type[0] != onnx.TensorProto.FLOAT:
         raise _SkipError("the quantized activation is not float32")
     x_shape = None if x_type is None else x_type[1]
-    s = _per_tensor(g.const(node.input[1], "the activation scale", node), "the activation scale", x_shape)
+    s = _per_tensor(g.const(node.input[1], "the activation scale", node), "the activation scale", x_shape, "scale")
     if not (np.isfinite(s) and s > 0):
         raise _SkipError(f"the activation scale {s!r} is not finite and positive")
     if node.op_type == "BipolarQuant":
         return {"act_scale": s, "act_bipolar": 1}, node.input[0], chain, node
-    z = _per_tensor(g.const(node.input[2], "the activation zero point", node), "the activation zero point", x_shape)
+    z = _per_tensor(g.const(node.input[2], "the activation zero point", node), "the activation zero point", x_shape,
+                    "zeropt")  # fmt: skip
     b = g.const(node.input[3], "the activation bit width", node)
     if b.size != 1 or b.dtype not in _BITS_DTYPES:
-        raise _SkipError("the activation bit width is not one float32 or int32 value")
+        raise _SkipError("the activation bit width is not one float32, float64, int32 or int64 value")
     if not _broadcasts_into(tuple(b.shape), x_shape):
         raise _SkipError(f"the activation bit width of shape {list(b.shape)} does not broadcast to the activation")
     bits = float(b.ravel()[0])

@@ -121,3 +121,51 @@ def test_torch2_exports_load_in_a_fresh_process(case, tmp_path):
     for k, w in enumerate(want):
         g = got[f"arr_{k}"]
         assert_bitexact(g, w.astype(g.dtype) if w.dtype != g.dtype else w)
+
+
+def _stale_rank_model(import_domain: bool) -> onnx.ModelProto:
+    """Quant(x) -> MatMul(Quant(w)) -> Add(b) whose graph input is 3-D but whose value_info still declares the
+    2-D values of the file before its input was edited; ``import_domain``: the QONNX domain in opset_import (the
+    QKeras converter's files lack it)."""
+    q = "qonnx.custom_op.general"
+    rng = np.random.default_rng(0)
+    inits = [
+        helper.make_tensor("s", TensorProto.FLOAT, [], [0.05]), helper.make_tensor("z", TensorProto.FLOAT, [], [0.0]),
+        helper.make_tensor("bits", TensorProto.FLOAT, [], [8.0]),
+        helper.make_tensor("w", TensorProto.FLOAT, [6, 4], rng.standard_normal(24).astype(np.float32).tolist()),
+        helper.make_tensor("b", TensorProto.FLOAT, [4], [0.5, -0.5, 1.0, 0.0]),
+    ]  # fmt: skip
+    nodes = [
+        helper.make_node("Quant", ["x", "s", "z", "bits"], ["xq"], domain=q, signed=1),
+        helper.make_node("Quant", ["w", "s", "z", "bits"], ["wq"], domain=q, signed=1),
+        helper.make_node("MatMul", ["xq", "wq"], ["y"]),
+        helper.make_node("Add", ["y", "b"], ["out"]),
+    ]
+    stale = [helper.make_tensor_value_info(n, TensorProto.FLOAT, d) for n, d in (("xq", [1, 6]), ("y", [1, 4]))]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 1, 6])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=inits,
+                          value_info=stale)  # fmt: skip
+    imports = [helper.make_opsetid("", 17), *([helper.make_opsetid(q, 1)] if import_domain else [])]
+    m = helper.make_model(g, opset_imports=imports)
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("import_domain", [True, False])
+def test_declarations_of_a_stale_rank_are_dropped(import_domain):
+    # onnxruntime's MatMul + Add fusion trusts the 2-D declarations, makes a Gemm and fails at run time on the 3-D
+    # values; without them it infers the shapes itself and runs the MatMul and the Add.
+    m = _stale_rank_model(import_domain)
+    fixed = fix_declared_types(m)
+    assert [v.name for v in fixed.graph.value_info] == []
+    x = np.random.default_rng(1).standard_normal((2, 1, 6)).astype(np.float32)
+    got = ortquant.InferenceSession(m).run(None, {"x": x})[0]
+    assert got.shape == (2, 1, 4)
+    ref = ortquant.InferenceSession(fixed, exact=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6)
+
+
+def test_declarations_of_the_right_rank_are_kept():
+    m = _stale_rank_model(True)
+    m.graph.input[0].CopyFrom(helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6]))
+    assert fix_declared_types(m) is m

@@ -8,6 +8,9 @@ type inference (``ortquant.schemas``), so this transform infers the types of a c
 
 - drops each ``value_info`` entry whose element type contradicts the inferred one (shape information is lost for
   those values only; onnxruntime infers it again);
+- drops each ``value_info`` entry whose rank contradicts the one inferred from the graph inputs (a model whose input
+  rank was edited without the declarations behind it: onnxruntime's MatMul + Add fusion trusts a stale 2-D
+  declaration, makes a Gemm and fails at run time on the 3-D values);
 - sets a graph output's element type to the inferred one when the output is declared float, is inferred as an
   integer type (int8/uint8/int16/int32) and is produced, directly or through standard ops, by a custom-domain node:
   exactly the exporter bug's signature. Any other contradicting graph output (e.g. int8 declared for a 16-bit
@@ -34,6 +37,10 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     bare = onnx.ModelProto()
     bare.ir_version = model.ir_version
     bare.opset_import.extend(model.opset_import)
+    # Domains used without an import (onnxruntime runs such files; onnx shape inference refuses them): version 1.
+    imported = {o.domain for o in model.opset_import}
+    for d in sorted({n.domain for n in model.graph.node} - imported - {"ai.onnx"}):
+        bare.opset_import.append(onnx.helper.make_opsetid(d, 1))
     g = bare.graph
     g.node.extend(model.graph.node)
     g.input.extend(model.graph.input)
@@ -45,7 +52,9 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     return bare
 
 
-def _inferred_types(model: onnx.ModelProto) -> dict[str, int]:
+def _inferred(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, int]]:
+    """(element type, rank) of every value onnx shape inference determines from the graph inputs alone (the
+    declarations of ``value_info`` and of the outputs ignored)."""
     from ortquant.schemas import register_schemas
 
     register_schemas()  # without ortquant's schemas, inference types no custom-op output and finds nothing
@@ -56,12 +65,15 @@ def _inferred_types(model: onnx.ModelProto) -> dict[str, int]:
     try:
         inferred = onnx.shape_inference.infer_shapes(bare, strict_mode=False).graph
     except Exception:
-        return {}
+        return {}, {}
     types: dict[str, int] = {}
+    ranks: dict[str, int] = {}
     for vi in [*inferred.value_info, *inferred.output]:
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
             types[vi.name] = vi.type.tensor_type.elem_type
-    return types
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
+    return types, ranks
 
 
 def _from_custom_node(model: onnx.ModelProto) -> set[str]:
@@ -73,14 +85,18 @@ def _from_custom_node(model: onnx.ModelProto) -> set[str]:
     return out
 
 
-def contradictions(model: onnx.ModelProto) -> list[tuple[str, int, int, bool]]:
-    """(value name, declared type, inferred type, is a graph output) for every contradicting declaration."""
+_Inferred = tuple[dict[str, int], dict[str, int]]
+
+
+def contradictions(model: onnx.ModelProto, inferred_: _Inferred | None = None) -> list[tuple[str, int, int, bool]]:
+    """(value name, declared type, inferred type, is a graph output) for every contradicting declaration
+    (``inferred_``: ``_inferred(model)`` when the caller has it)."""
     if not any(n.domain in _CUSTOM for n in model.graph.node):
         return []
     declared = [(vi, False) for vi in model.graph.value_info] + [(vi, True) for vi in model.graph.output]
     if not declared:
         return []
-    inferred = _inferred_types(model)
+    inferred = (inferred_ or _inferred(model))[0]
     custom = _from_custom_node(model)
     found = []
     for vi, is_output in declared:
@@ -94,13 +110,31 @@ def contradictions(model: onnx.ModelProto) -> list[tuple[str, int, int, bool]]:
     return found
 
 
+def rank_contradictions(model: onnx.ModelProto, inferred_: _Inferred | None = None) -> list[str]:
+    """The ``value_info`` entries whose declared rank differs from the rank shape inference gives them from the graph
+    inputs (a graph input's rank edited without the declarations behind it)."""
+    if not any(n.domain in _CUSTOM for n in model.graph.node):
+        return []
+    declared = [vi for vi in model.graph.value_info
+                if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")]  # fmt: skip
+    if not declared:
+        return []
+    ranks = (inferred_ or _inferred(model))[1]
+    return [vi.name for vi in declared if vi.name in ranks and ranks[vi.name] != len(vi.type.tensor_type.shape.dim)]
+
+
 def fix_declared_types(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Drop contradicting ``value_info`` entries and correct contradicting custom-op graph outputs."""
-    found = contradictions(model)
-    if not found:
+    """Drop contradicting ``value_info`` entries (element type or rank) and correct contradicting custom-op graph
+    outputs."""
+    if not any(n.domain in _CUSTOM for n in model.graph.node) or not (model.graph.value_info or model.graph.output):
+        return model
+    inferred = _inferred(model)
+    found = contradictions(model, inferred)
+    stale_ranks = rank_contradictions(model, inferred)
+    if not found and not stale_ranks:
         return model
     out = copy_model(model)
-    drop = {name for name, _, _, is_output in found if not is_output}
+    drop = {name for name, _, _, is_output in found if not is_output} | set(stale_ranks)
     fix = {name: want for name, _, want, is_output in found if is_output}
     kept = [vi for vi in out.graph.value_info if vi.name not in drop]
     del out.graph.value_info[:]

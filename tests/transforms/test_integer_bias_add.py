@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 from _integer_fixtures import init as _init
-from _integer_fixtures import qconv_reference
+from _integer_fixtures import qconv_params, qconv_reference
 from onnx import TensorProto, helper
 
 import ortquant
@@ -110,16 +110,7 @@ def test_dense_bias_add_goes_into_the_layer(op, bias, relu):
 def _conv_model(bias_shape: list[int], relu: bool, conv_bias: bool) -> tuple[onnx.ModelProto, dict, np.ndarray]:
     rng = np.random.default_rng(4)
     c = 6
-    p = {
-        "w": (rng.standard_normal((c, c, 3, 3)) * 0.3).astype(np.float32),
-        "ws": (0.01 + rng.random((c, 1, 1, 1)) * 0.05).astype(np.float32),
-        "wz": np.float32(0),
-        "wb": np.float32(4),
-        "as": np.float32(0.05),
-        "az": np.float32(0),
-        "ab": np.float32(4),
-        "cb": (rng.standard_normal(c) * 0.2).astype(np.float32),
-    }
+    p = qconv_params(rng, c, c, [3, 3])  # the fixtures' layer: what qconv_reference reads
     b = (rng.standard_normal(c) * 0.3).astype(np.float32)
     if int(np.prod(bias_shape)) == 1:  # one value for every channel
         b = np.full(c, b[0], np.float32)

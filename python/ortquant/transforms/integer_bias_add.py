@@ -28,7 +28,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, all_nodes, copy_model, set_nodes
+from ortquant.transforms._util import STANDARD_DOMAINS, all_nodes, copy_model, input_readers, set_nodes
 from ortquant.transforms.fold_weight_quantizers import evaluate_nodes, foldable_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
@@ -58,11 +58,7 @@ def fuse_integer_bias_add(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = list(model.graph.node)
     if not any(n.op_type == "Add" and n.domain in STANDARD_DOMAINS for n in nodes):
         return model
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for v in dict.fromkeys(n.input):
-            if v:
-                readers.setdefault(v, []).append(i)
+    readers = {v: sorted({i for i, _ in rs}) for v, rs in input_readers(nodes).items()}  # value -> reading nodes
     producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
     outputs = {o.name for o in model.graph.output}
     inputs = {i.name for i in model.graph.input}

@@ -297,3 +297,18 @@ def test_small_planes_all_channels_at_once(isa, mode):
             _check(acc, corr, s, b, relu, leaky, act, width=width)
         resid = (rng.standard_normal((channels, rows, width)) * 0.5).astype(F32)
         _check(acc, corr, s, b, True, None, act, width=width, resid=resid)
+
+
+def test_empty_planes_and_rows(isa):
+    # No value at all (zero columns, zero rows, zero channels): empty codes, no division by the plane's size.
+    act = _act_kw(8, True, False, 0.0, "ROUND", 0.1)
+    codes, _ = kernels.rescale_codes(np.zeros((3, 2, 5), np.int32), [0] * 3, [1e-3] * 3, [0.0] * 3, [10] * 3,
+                                     width=0, **act)  # fmt: skip
+    assert codes.shape == (3, 2, 0)
+    codes, _ = kernels.rescale_codes(np.zeros((3, 0, 5), np.int32), [0] * 3, [1e-3] * 3, [0.0] * 3, [10] * 3, **act)
+    assert codes.shape == (3, 0, 5)
+    codes, _, _ = kernels.rescale_codes_rows(np.zeros((0, 4), np.int32), [0] * 4, [1e-3] * 4, [0.0] * 4, [10] * 4,
+                                             **act)  # fmt: skip
+    assert codes.shape == (0, 4)
+    codes, _, _ = kernels.rescale_codes_rows(np.zeros((3, 0), np.int32), [], [], [], [], **act)
+    assert codes.shape == (3, 0)

@@ -588,6 +588,7 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
   constexpr int64_t kBuf = 2048;
   alignas(32) float buf[kBuf];
   const int64_t plane = rows * width;
+  if (plane == 0 || channels == 0) return;
   if (plane < kSmallPlane) {
     // A small image's few values per channel: the vector loop's per-channel set-up would outweigh them. As many
     // channels as the buffer holds rescaled in one call, then quantized in one (the exact formula).

@@ -30,6 +30,7 @@ from onnx import helper, numpy_helper
 from ortquant.transforms import _read
 from ortquant.transforms._util import STANDARD_DOMAINS, all_nodes, copy_model, input_readers, set_nodes
 from ortquant.transforms.fold_weight_quantizers import evaluate_nodes, foldable_nodes
+from ortquant.transforms.lower_integer import _Graph
 
 INTEGER_DOMAIN = "ortquant.integer"
 # Attributes of a layer that act on its output after the rescale: the bias would have to come before them.
@@ -64,32 +65,15 @@ def fuse_integer_bias_add(model: onnx.ModelProto) -> onnx.ModelProto:
     inputs = {i.name for i in model.graph.input}
     inits = {t.name: t for t in model.graph.initializer if t.name not in inputs}
     quants = {n.output[0]: n for n in foldable_nodes(model)}
-    ranks: dict[str, int] = {}
-    for vi in [*model.graph.value_info, *model.graph.input, *model.graph.output]:
-        if vi.type.tensor_type.HasField("shape"):
-            ranks[vi.name] = len(vi.type.tensor_type.shape.dim)
-
-    inferred: dict[str, int] | None = None
+    shapes: _Graph | None = None  # element types and shapes as onnxruntime sees them, inferred on first use
 
     def rank_of(value: str) -> int | None:
-        """The rank of a value: declared, else from onnx shape inference (with ortquant's schemas; run once, and only
-        for a bias of more than one dimension, whose broadcast depends on it)."""
-        nonlocal inferred
-        if value in ranks:
-            return ranks[value]
-        if inferred is None:
-            from ortquant.schemas import register_schemas  # registered where needed, not at import
-
-            register_schemas()
-            inferred = {}
-            try:
-                g = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-            except Exception:  # a model shape inference cannot take: such biases stay Adds
-                g = None
-            for vi in [] if g is None else [*g.value_info, *g.input, *g.output]:
-                if vi.type.tensor_type.HasField("shape"):
-                    inferred[vi.name] = len(vi.type.tensor_type.shape.dim)
-        return inferred.get(value)
+        """The rank of a value from the graph inputs' declarations (lower_integer's shape inference, run once and
+        only for a bias of more than one dimension, whose broadcast depends on it; value_info can be stale)."""
+        nonlocal shapes
+        if shapes is None:
+            shapes = _Graph(model)
+        return shapes.rank(value)
 
     def only_reader(value: str) -> int | None:
         rs = readers.get(value, [])
@@ -139,11 +123,9 @@ def fuse_integer_bias_add(model: onnx.ModelProto) -> onnx.ModelProto:
             continue
         c, qi = found
         channels = int(inits[layer.input[1]].dims[0])
-        out_rank = 4
+        out_rank: int | None = 4
         if layer.op_type == "QGemm":
-            out_rank = ranks.get(y, ranks.get(layer.input[0]))
-            if out_rank is None and c.ndim > 1:
-                out_rank = rank_of(y) or rank_of(layer.input[0])
+            out_rank = (rank_of(y) or rank_of(layer.input[0])) if c.ndim > 1 else None
         bias = _channel_bias(c, layer.op_type, channels, out_rank)
         if bias is None:
             continue

@@ -351,7 +351,7 @@ def integer_codes(x: np.ndarray, **act: object) -> tuple[np.ndarray, int]:
     """Integer mode's in-kernel activation quantizer: the stored int8 codes ``(q - zeropt) - offset`` and offset.
 
     ``act``: scale, zeropt, bits, signed, narrow, rounding_mode (QONNX Quant's), bipolar (BipolarQuant). Raises
-    for a quantizer of 9 to 16 bits whose codes do not fit int8 (the layers take those on two byte planes, not as
+    for a quantizer of 9 to 24 bits whose codes do not fit int8 (the layers take those on byte planes, not as
     int8 codes).
     """
     return _C.integer_codes(np.asarray(x, dtype=np.float32), **_act_args(act))

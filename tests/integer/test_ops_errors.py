@@ -102,7 +102,8 @@ def test_wide_activation_through_onnxruntime_matches_reference(op):
 @pytest.mark.parametrize(
     "change,message",
     [
-        ({"attrs": {"act_bits": 17}}, "bit width must be 1 .. 16"),
+        ({"attrs": {"act_bits": 25}}, "bit width must be 1 .. 24"),
+        ({"attrs": {"act_bits": 24, "act_zeropt": -3.0}}, "span 16777219 levels"),
         ({"attrs": {"act_bits": 16, "act_zeropt": -3.0}}, "span 65539 levels"),
         ({"attrs": {"act_scale": -1.0}}, "scale must be finite and positive"),
         ({"attrs": {"act_rounding_mode": "NEAREST"}}, "unknown rounding mode"),
@@ -144,7 +145,7 @@ def test_qgemm_feature_mismatch_is_an_error():
     ("op", "x", "attrs", "message"),
     [
         ("QGemm", np.zeros((2, 8), np.int32), {}, "float32 values or int8 codes"),
-        ("QGemm", np.zeros((2, 8), np.int8), {"act_bits": 12}, "12 bits .9 to 16 bits have no int8 codes"),
+        ("QGemm", np.zeros((2, 8), np.int8), {"act_bits": 12}, "12 bits .9 to 24 bits have no int8 codes"),
         ("QGemmCodes", np.zeros((2, 8), np.float32), {}, "QGemmCodes needs the attributes 'out_act_"),
         ("QGemmCodes", np.zeros((2, 8), np.float32), {"out_act_scale": 0.1, "out_act_bits": 12}, "at most 8 bits"),
         ("QGemm", np.zeros((2, 8), np.float32), {"out_act_scale": 0.1}, "belongs to QGemmCodes"),

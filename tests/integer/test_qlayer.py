@@ -253,11 +253,12 @@ def test_every_isa_gives_the_same_bits():
     [
         ({"scale": 0.0}, "scale must be finite and positive"),
         ({"scale": float("nan")}, "scale must be finite and positive"),
-        ({"scale": 1.0, "bits": 17}, "bit width must be 1 .. 16"),
-        ({"scale": 1.0, "bits": 0}, "bit width must be 1 .. 16"),
+        ({"scale": 1.0, "bits": 25}, "bit width must be 1 .. 24"),
+        ({"scale": 1.0, "bits": 0}, "bit width must be 1 .. 24"),
         ({"scale": 1.0, "bits": 12}, "no int8 codes"),  # two byte planes: the layers take it, not integer_codes
         ({"scale": 1.0, "bits": 16, "signed": False, "zeropt": -1.0}, "span 65537 levels"),
         ({"scale": 1.0, "bits": 16, "signed": True, "zeropt": 40000.0}, "span 72769 levels"),
+        ({"scale": 1.0, "bits": 24, "signed": False, "zeropt": -1.0}, "span 16777217 levels"),
         ({"scale": 1.0, "zeropt": 0.5}, "zero point must be an integer"),
         ({"scale": 1.0, "bits": 1, "signed": True, "zeropt": 1.0}, "zero point 0"),
     ],
@@ -488,9 +489,9 @@ def test_bitserial_all_ones_planes():
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-# Activations of 9 to 16 bits (ActQuant::wide): the codes split into two int8 byte planes, the engine run on each
-# with the same weights, the sums combined exactly. Signed / unsigned, narrow, zero points that move the stored
-# values (offset) and the padding's planes.
+# Activations of 9 to 24 bits (ActQuant::wide): the codes split into two (three from 17 bits) int8 byte planes, the
+# engine run on each with the same weights, the sums combined exactly. Signed / unsigned, narrow, zero points that
+# move the stored values (offset) and the padding's planes.
 WIDE_ACTS = [
     {"bits": 12, "signed": False},
     {"bits": 12, "signed": True, "zeropt": 100.0, "rounding_mode": "FLOOR"},
@@ -499,6 +500,13 @@ WIDE_ACTS = [
     {"bits": 16, "signed": False, "zeropt": 40000.0},  # values in [-40000, 25535]
     {"bits": 16, "signed": True, "zeropt": -5.0, "rounding_mode": "UP"},  # values in [-32763, 32772]: offset 5
     {"bits": 9, "signed": False, "zeropt": 3.0, "rounding_mode": "CEIL"},
+    # 17 to 24 bits: three byte planes
+    {"bits": 18, "signed": True},
+    {"bits": 17, "signed": False},  # values in [0, 131071]: offset 65536
+    {"bits": 24, "signed": False},  # offset 2^23: padding in the lowest stored value
+    {"bits": 24, "signed": True, "narrow": True, "rounding_mode": "HALF_EVEN"},
+    {"bits": 20, "signed": True, "zeropt": -300.0, "rounding_mode": "FLOOR"},
+    {"bits": 24, "signed": True, "zeropt": 65536.0, "rounding_mode": "UP"},  # [-8454144, 8323071]: offset -65536
 ]
 
 
@@ -541,7 +549,15 @@ def test_qgemm_wide_activation_matches_reference_bitwise(isa, act, kernel):
 
 
 @pytest.mark.parametrize(
-    "bits,signed,xq,wq", [(16, False, 65535, -128), (16, True, -32768, -128), (12, False, 4095, 127)]
+    "bits,signed,xq,wq",
+    [
+        (16, False, 65535, -128),
+        (16, True, -32768, -128),
+        (12, False, 4095, 127),
+        (24, False, 2**24 - 1, -128),
+        (24, True, -(2**23), -128),
+        (20, True, 2**19 - 1, 127),
+    ],
 )
 def test_qgemm_wide_sum_beyond_int32_is_exact(isa, bits, signed, xq, wq):
     """Every activation at the range's end and every weight at int8's: the sum (K * 65535 * 128 ~ 2^38 for 16 bits)

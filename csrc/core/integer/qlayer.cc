@@ -211,7 +211,7 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
     a.lo = -1.f, a.hi = 1.f;
     return a;
   }
-  if (bits < 1 || bits > 16) throw Error("the activation bit width must be 1 .. 16, got " + std::to_string(bits));
+  if (bits < 1 || bits > 24) throw Error("the activation bit width must be 1 .. 24, got " + std::to_string(bits));
   if (!(std::isfinite(zeropt) && std::nearbyint(zeropt) == zeropt && std::fabs(zeropt) <= 65536.f))
     throw Error("the activation zero point must be an integer, got " + std::to_string(zeropt));
   int64_t lo, hi;
@@ -232,25 +232,28 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
     a.offset = (vmin >= -128 && vmax <= 127) ? 0 : static_cast<int32_t>(vmin + 128);
     return a;
   }
-  // Two byte planes (ActQuant::wide): every stored value c = a - offset, the padding's a = 0 included, must lie in
-  // [-32768, 32767].
+  // Byte planes (ActQuant::wide), two for 9 to 16 bits, three for 17 to 24: every stored value c = a - offset, the
+  // padding's a = 0 included, must lie in [-half, half - 1], half = 2^15 or 2^23.
+  const int planes = bits <= 16 ? 2 : 3;
+  const int64_t half = int64_t{1} << (8 * planes - 1);
   const int64_t lo0 = std::min<int64_t>(vmin, 0), hi0 = std::max<int64_t>(vmax, 0);
-  if (hi0 - lo0 > 65535)
+  if (hi0 - lo0 > 2 * half - 1)
     throw Error("the " + std::to_string(bits) + "-bit activation's values q - z in [" + std::to_string(vmin) + ", " +
-                std::to_string(vmax) + "] and 0 span " + std::to_string(hi0 - lo0 + 1) +
-                " levels; integer mode takes at most 65536 (a zero point inside the quantizer's range)");
+                std::to_string(vmax) + "] and 0 span " + std::to_string(hi0 - lo0 + 1) + " levels; integer mode takes at most " +
+                std::to_string(2 * half) + " (a zero point inside the quantizer's range)");
   a.wide = true;
-  a.offset = (lo0 >= -32768 && hi0 <= 32767) ? 0 : static_cast<int32_t>(lo0 + 32768);
+  a.planes = planes;
+  a.offset = (lo0 >= -half && hi0 <= half - 1) ? 0 : static_cast<int32_t>(lo0 + half);
   return a;
 }
 
 void quantize_codes(const ActQuant& a, const float* x, int8_t* codes, int64_t n) {
-  if (a.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes (it runs on two byte planes)");
+  if (a.wide) throw Error("a 9- to 24-bit activation quantizer has no int8 codes (it runs on byte planes)");
   select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa)(a, x, codes, n);
 }
 
 void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t n) {
-  if (a.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes");
+  if (a.wide) throw Error("a 9- to 24-bit activation quantizer has no int8 codes");
   select_isa(&scalar::dequantize_codes_isa, &avx2::dequantize_codes_isa, &avx512::dequantize_codes_isa)(
       codes, a.offset, a.scale, y, n);
 }
@@ -269,15 +272,16 @@ void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, in
                                                                             s, b, relu);
 }
 
-void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n) {
-  if (!a.wide) throw Error("quantize_wide needs a 9- to 16-bit activation quantizer");
-  select_isa(&scalar::quantize_wide_isa, &avx2::quantize_wide_isa, &avx512::quantize_wide_isa)(a, x, hi, lo, n);
+void quantize_wide(const ActQuant& a, const float* x, int8_t* planes, int64_t n) {
+  if (!a.wide) throw Error("quantize_wide needs a 9- to 24-bit activation quantizer");
+  select_isa(&scalar::quantize_wide_isa, &avx2::quantize_wide_isa, &avx512::quantize_wide_isa)(a, x, planes, n);
 }
 
-void rescale_wide(const int32_t* acc_h, const int32_t* acc_l, float* out, int64_t outer, int64_t channels,
+void rescale_wide(const int32_t* acc, int nplanes, int64_t plane_stride, float* out, int64_t outer, int64_t channels,
                   int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu) {
+  if (nplanes != 2 && nplanes != 3) throw Error("rescale_wide takes 2 or 3 byte planes");
   select_isa(&scalar::rescale_wide_isa, &avx2::rescale_wide_isa, &avx512::rescale_wide_isa)(
-      acc_h, acc_l, out, outer, channels, inner, corr, s, b, relu);
+      acc, nplanes, plane_stride, out, outer, channels, inner, corr, s, b, relu);
 }
 
 int64_t off_grid(const ActQuant& a, const float* x, int64_t n) {
@@ -375,7 +379,7 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   check_channel_params(s_, b_, m);
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
-  for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
+  for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, m, k);
   if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.group == 1 && cg <= kSmallK && !act_.wide &&
       a.pt == 0 && a.pl == 0 && a.pb == 0 && a.pr == 0)
@@ -514,7 +518,7 @@ bool same_quant(const ActQuant& x, const ActQuant& y) {
 }  // namespace
 
 void QConv::set_output_quant(const ActQuant& q) {
-  if (q.wide) throw Error("output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
+  if (q.wide) throw Error("output codes need an int8 quantizer (9 to 24 bits have no int8 codes)");
   out_fast_ = codes_fast(q, corr_.data(), s_.data(), b_.data(), acc_bound_.data(), leaky_, m_);
   out_q_ = q;
 }
@@ -550,7 +554,7 @@ CodesFastRows codes_fast_rows(const std::vector<CodesFast>& f) {
 
 void rescale_codes_rows(const int32_t* acc, int64_t rows, int64_t n, int8_t* codes, const int64_t* corr,
                         const double* s, const double* b, bool relu, const ActQuant& q, const CodesFastRows* fast) {
-  if (q.wide) throw Error("rescale_codes_rows: 9- to 16-bit quantizers have no int8 codes");
+  if (q.wide) throw Error("rescale_codes_rows: 9- to 24-bit quantizers have no int8 codes");
   if (fast != nullptr && fast->vector && !q.bipolar &&
       static_cast<int64_t>(fast->a.size()) >= n &&
       select_isa(&scalar::rescale_codes_rows_isa, &avx2::rescale_codes_rows_isa, &avx512::rescale_codes_rows_isa)(
@@ -581,7 +585,7 @@ void rescale_codes_rows(const int32_t* acc, int64_t rows, int64_t n, int8_t* cod
 void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t channels, int64_t rows, int64_t width,
                    const int64_t* corr, const double* s, const double* b, const int64_t* bound, bool relu,
                    std::optional<float> leaky, const float* resid, const ActQuant& q, const CodesFast* fast) {
-  if (q.wide) throw Error("rescale_codes: 9- to 16-bit quantizers have no int8 codes");
+  if (q.wide) throw Error("rescale_codes: 9- to 24-bit quantizers have no int8 codes");
   const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
   const auto quant = select_isa(&scalar::quantize_codes_isa, &avx2::quantize_codes_isa, &avx512::quantize_codes_isa);
   const bool relu_first = relu && resid == nullptr;
@@ -707,9 +711,9 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
     throw Error("QConv::run: a channels-last output is float32 values, without a residual");
   out.plane = os[2] * os[3];
   if (out.codes != nullptr && (out.quant == nullptr || out.quant->wide))
-    throw Error("QConv::run: output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
+    throw Error("QConv::run: output codes need an int8 quantizer (9 to 24 bits have no int8 codes)");
   if (in.codes != nullptr && act_.wide)
-    throw Error("a 9- to 16-bit activation quantizer has no int8 codes: give the layer float32 values");
+    throw Error("a 9- to 24-bit activation quantizer has no int8 codes: give the layer float32 values");
   const bool bits = in.x != nullptr && xnor_ && kernel == gemm::Kernel::kAuto;
   if (in.codes != nullptr || !(act_.wide || bits)) return run_engine(in, xs, os, out, par, kernel);
   // The paths that rescale a whole int32 output: into float32, quantized afterwards for codes.
@@ -841,35 +845,38 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   for (int64_t b = 0; b < os[0]; ++b) emit(out, b * m_ * oh * ow, acc + b * m_ * oh * ow, oh * ow, 0, m_, 1, oh * ow);
 }
 
-// A wide activation (ActQuant::wide): the int8 engine on each byte plane (hi, then lo) with the same prepared
-// weights, both planes padded here (explicit_pad_) with the planes of the padding value a = 0, then the exact
-// combination in rescale_wide.
+// A wide activation (ActQuant::wide): the int8 engine on each byte plane (the highest first) with the same
+// prepared weights, every plane padded here (explicit_pad_) with the planes of the padding value a = 0, then the
+// exact combination in rescale_wide.
 void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par,
                      gemm::Kernel kernel) const {
+  const int np = act_.planes;
   const int64_t n_in = shape_size(xs), n_out = shape_size(os);
-  int8_t* codes = scratch(t_codes, checked_mul(n_in, 2));
-  quantize_wide(act_, x, codes, codes + n_in, n_in);
-  const int8_t* in_h = codes;
-  const int8_t* in_l = codes + n_in;
+  int8_t* codes = scratch(t_codes, checked_mul(n_in, np));
+  quantize_wide(act_, x, codes, n_in);
+  const int8_t* in = codes;
+  int64_t in_stride = n_in;
   Shape es = xs;
   if (explicit_pad_) {
     const int64_t h = xs[2], w = xs[3], hp = h + a_.pt + a_.pb, wp = w + a_.pl + a_.pr;
     const int64_t planes = checked_mul(xs[0], xs[1]), size = checked_mul(planes, checked_mul(hp, wp));
-    int8_t* padded = scratch(t_padded, checked_mul(size, 2));
-    const int32_t c = -act_.offset, l = c & 255;  // the padding's stored value c = 256 * h + l
-    pad_codes(codes, planes, h, w, a_, static_cast<int8_t>((c - l) / 256), padded);
-    pad_codes(codes + n_in, planes, h, w, a_, static_cast<int8_t>(l - 128), padded + size);
-    in_h = padded;
-    in_l = padded + size;
+    int8_t* padded = scratch(t_padded, checked_mul(size, np));
+    // the padding's stored value c = -offset in the planes' layout (quantize_wide_mode)
+    const int32_t c = -act_.offset, k_low = int32_t{1} << (8 * (np - 1)), low = c & (k_low - 1);
+    for (int p = 0; p < np; ++p) {
+      const int32_t byte = p == 0 ? (c - low) / k_low : ((low >> (8 * (np - 1 - p))) & 255) - 128;
+      pad_codes(codes + p * n_in, planes, h, w, a_, static_cast<int8_t>(byte), padded + p * size);
+    }
+    in = padded;
+    in_stride = size;
     es = {xs[0], xs[1], hp, wp};
   }
-  int32_t* acc = scratch(t_acc, checked_mul(n_out, 2));
+  int32_t* acc = scratch(t_acc, checked_mul(n_out, np));
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = -1;
-  conv_.run(in_h, es, ep, acc, par, kernel);
-  conv_.run(in_l, es, ep, acc + n_out, par, kernel);
-  rescale_wide(acc, acc + n_out, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
+  for (int p = 0; p < np; ++p) conv_.run(in + p * in_stride, es, ep, acc + p * n_out, par, kernel);
+  rescale_wide(acc, np, n_out, out, os[0], os[1], os[2] * os[3], corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 // Output rows [y0, y1) of image b read the padded input rows [y0 * sh, (y1 - 1) * sh + (kh - 1) * dh + 1): each band
@@ -949,14 +956,14 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
       packed_(gemm::pack_weights(w, n, k, k, gemm::PackedWeights::Layout::kPanels)) {
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
-  for (auto& c : corr_) c *= int64_t{act_.offset} + (act_.wide ? 128 : 0);
+  for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, n, k);
   if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(n), 0);
 }
 
 void QGemm::set_output_quant(const ActQuant& q) {
-  if (q.wide) throw Error("output codes need an int8 quantizer (9 to 16 bits have no int8 codes)");
+  if (q.wide) throw Error("output codes need an int8 quantizer (9 to 24 bits have no int8 codes)");
   out_fast_ = codes_fast_rows(codes_fast(q, corr_.data(), s_.data(), b_.data(), acc_bound_.data(), std::nullopt, n_));
   out_q_ = q;
 }
@@ -987,16 +994,16 @@ void QGemm::run_planes(const float* x, int64_t rows, float* out, const gemm::Par
 
 // A wide activation: the int8 engine on each byte plane with the same packed weights, combined in rescale_wide.
 void QGemm::run_wide(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const {
+  const int np = act_.planes;
   const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
-  int8_t* codes = scratch(t_codes, checked_mul(n_in, 2));
-  quantize_wide(act_, x, codes, codes + n_in, n_in);
-  int32_t* acc = scratch(t_acc, checked_mul(n_out, 2));
+  int8_t* codes = scratch(t_codes, checked_mul(n_in, np));
+  quantize_wide(act_, x, codes, n_in);
+  int32_t* acc = scratch(t_acc, checked_mul(n_out, np));
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = -1;
-  gemm::gemm_rows(codes, rows, k_, packed_, ep, acc, n_, par, kernel);
-  gemm::gemm_rows(codes + n_in, rows, k_, packed_, ep, acc + n_out, n_, par, kernel);
-  rescale_wide(acc, acc + n_out, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
+  for (int p = 0; p < np; ++p) gemm::gemm_rows(codes + p * n_in, rows, k_, packed_, ep, acc + p * n_out, n_, par, kernel);
+  rescale_wide(acc, np, n_out, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 // Float32 values in, float32 values out, on the path the layer takes for them.
@@ -1009,7 +1016,7 @@ void QGemm::run(In in, int64_t rows, Out out, const gemm::Parallel& par, gemm::K
   if ((in.x == nullptr) == (in.codes == nullptr)) throw Error("QGemm::run: give the input as values or as codes");
   if ((out.y == nullptr) == (out.codes == nullptr)) throw Error("QGemm::run: give the output as values or as codes");
   if (out.codes != nullptr && !out_q_) throw Error("QGemm::run: output codes need set_output_quant first");
-  if (in.codes != nullptr && act_.wide) throw Error("a 9- to 16-bit activation quantizer has no int8 codes");
+  if (in.codes != nullptr && act_.wide) throw Error("a 9- to 24-bit activation quantizer has no int8 codes");
   const int64_t n_in = checked_mul(rows, k_), n_out = checked_mul(rows, n_);
   if (in.x != nullptr && (act_.wide || (xnor_ && kernel == gemm::Kernel::kAuto))) {
     // The byte planes and the bit kernels end in float32 values; codes are those values quantized.

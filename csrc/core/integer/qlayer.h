@@ -6,8 +6,9 @@
 //   activation  q = clamp_round(x / s + z) exactly as QONNX Quant (float32 division, clamp before rounding,
 //               the op's rounding mode; signed 1-bit / BipolarQuant: q = (x / s + z >= 0) ? 1 : -1), a = q - z;
 //               NaN inputs quantize to a = 0 (the float path would propagate NaN; documented difference)
-//   sum         acc_j = sum_k a_k * wq_jk, exact (int32 from the engine, corrected in int64; 9- to 16-bit
-//               activations: two int8 byte planes on the engine, combined exactly in float64, see ActQuant::wide)
+//   sum         acc_j = sum_k a_k * wq_jk, exact (int32 from the engine, corrected in int64; 9- to 24-bit
+//               activations: two or three int8 byte planes on the engine, combined exactly in float64, see
+//               ActQuant::wide)
 //   output      y_j = float32( double(acc_j) * S_j + B_j )   two float64 operations (round to nearest even,
 //               no fused multiply-add), then one rounding to float32. S_j and B_j are float64 values the graph
 //               transform computes (scale products, folded BatchNorm) and passes to the op; a following Relu
@@ -37,17 +38,25 @@ struct ActQuant {
   bool bipolar = false;  // q = (x / s + z >= 0) ? 1 : -1
   RoundMode mode = RoundMode::kHalfEven;
   int32_t offset = 0;
-  // 9 to 16 bits: the stored value c = (q - z) - offset lies in [-32768, 32767] and is split into two int8 byte
-  // planes c = 256 * h + l, h = floor(c / 256) in [-128, 127] and l in [0, 255] stored as l - 128. The layer runs
-  // the int8 engine on each plane with the same weights (each sum exact in int32: |sum| <= K * 128 * 128) and
-  // combines acc = 256 * acc_h + acc_l + (offset + 128) * rowsum(W) exactly in float64 (|acc| < 2^43).
+  // 9 to 24 bits (wide): the stored value c = (q - z) - offset is split into int8 byte planes, two for 9 to 16
+  // bits (c in [-32768, 32767]: c = 256 * h + l) and three for 17 to 24 bits (c in [-2^23, 2^23 - 1]: c = 65536 * h
+  // + 256 * m + l), h = floor(c / 256^(planes - 1)) in [-128, 127] stored as is, every lower byte l, m in [0, 255]
+  // stored as l - 128. The layer runs the int8 engine on each plane with the same weights (each sum exact in int32:
+  // |sum| <= K * 128 * 128) and combines acc = sum over planes of 256^p * acc_p + (offset + lift) * rowsum(W) exactly
+  // in float64 (|acc| < 2^51; lift = 128 for two planes, 128 + 256 * 128 for three: the lower bytes' shift).
   bool wide = false;
+  int planes = 1;  // int8 planes of a stored code: 1, or 2 / 3 when wide
 };
+
+// The stored lower bytes' shift a wide quantizer's planes add back: 128 * (1 + 256 + ...) over its lower planes
+// (0 for a quantizer of at most 8 bits).
+inline int64_t wide_lift(const ActQuant& a) { return a.planes == 3 ? 128 + 256 * 128 : a.planes == 2 ? 128 : 0; }
 
 // Validates and builds the quantizer of QONNX Quant(scale, zeropt, bits, signed, narrow, mode) (signed 1-bit is
 // the bipolar case), or of BipolarQuant(scale) when `bipolar` (bits, signed, narrow, zeropt ignored and z = 0).
-// Throws Error unless scale is finite and > 0, zeropt an integer of magnitude <= 65536, 1 <= bits <= 16, and (9 to
-// 16 bits) the values q - z together with 0 (the padding) span at most 65536 levels (the two byte planes' range).
+// Throws Error unless scale is finite and > 0, zeropt an integer of magnitude <= 65536, 1 <= bits <= 24, and (9 to
+// 24 bits) the values q - z together with 0 (the padding) span at most 65536 levels (16 bits: the two byte planes'
+// range) or 2^24 levels (17 to 24 bits: three planes).
 ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed, bool narrow, RoundMode mode,
                         bool bipolar);
 
@@ -70,11 +79,13 @@ void dequantize_codes(const ActQuant& a, const int8_t* codes, float* y, int64_t 
 // writer's quantizer says so), so a 16-entry lookup (vpshufb on AVX2) does it.
 void map_codes(const int8_t* table, int8_t* codes, int64_t n, bool small = false);
 
-// A wide quantizer's (ActQuant::wide) byte planes of x[i], i < n: c = (q - z) - offset = 256 * hi[i] + lo[i] + 128.
-void quantize_wide(const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n);
+// A wide quantizer's (ActQuant::wide) byte planes of x[i], i < n: planes[p * n + i], p < a.planes, the highest byte
+// first (ActQuant: c = (q - z) - offset = 256 * h + l, or 65536 * h + 256 * m + l, lower bytes stored minus 128).
+void quantize_wide(const ActQuant& a, const float* x, int8_t* planes, int64_t n);
 
-// rescale() of the byte planes' sums: acc = 256 * acc_h + acc_l + corr[j], in float64 (exact: integers < 2^53).
-void rescale_wide(const int32_t* acc_h, const int32_t* acc_l, float* out, int64_t outer, int64_t channels,
+// rescale() of a wide quantizer's byte planes' sums acc[p * plane_stride + i], p < nplanes (2 or 3, the highest
+// first): acc = sum over p of 256^(nplanes - 1 - p) * acc_p + corr[j], in float64 (exact: integers < 2^53).
+void rescale_wide(const int32_t* acc, int nplanes, int64_t plane_stride, float* out, int64_t outer, int64_t channels,
                   int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu = false);
 
 // out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]), then with relu

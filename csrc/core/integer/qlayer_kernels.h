@@ -47,11 +47,11 @@ ORTQUANT_DECLARE_ISA_FN(void, store_channels_last_isa,
                         (const float* buf, int64_t ld, int64_t channels, int64_t n, float* dst, int64_t m))
 // codes[i] = t16[codes[i]] for codes in [0, 15] (the caller's to ensure): one vpshufb per 32 codes on AVX2.
 ORTQUANT_DECLARE_ISA_FN(void, map_codes16_isa, (const int8_t* t16, int8_t* codes, int64_t n))
-ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa,
-                        (const ActQuant& a, const float* x, int8_t* hi, int8_t* lo, int64_t n))
+ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa, (const ActQuant& a, const float* x, int8_t* planes, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_wide_isa,
-                        (const int32_t* acc_h, const int32_t* acc_l, float* out, int64_t outer, int64_t channels,
-                         int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu))
+                        (const int32_t* acc, int nplanes, int64_t plane_stride, float* out, int64_t outer,
+                         int64_t channels, int64_t inner, const int64_t* corr, const double* s, const double* b,
+                         bool relu))
 ORTQUANT_DECLARE_ISA_FN(void, quantize_values_isa, (const ActQuant& a, const float* x, float* v, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_f32_isa,
                         (const float* acc, float* out, int64_t outer, int64_t channels, int64_t inner,

@@ -382,7 +382,7 @@ class QGemmKernel : public OpKernel {
     const bool codes_in = x.dtype == kI8;
     if (codes_in && gemm_->act().wide)
       throw_error("input X is int8 codes but the act_* quantizer has ", act_bits_,
-                  " bits (9 to 16 bits have no int8 codes); feed float32 values");
+                  " bits (9 to 24 bits have no int8 codes); feed float32 values");
     if (x.shape.empty()) throw_error("input X must have at least 1 dimension");
     if (x.shape.back() != gemm_->k())
       throw_error("input X has ", x.shape.back(), " features (last dim) but W [N, K] has K = ", gemm_->k());

@@ -336,6 +336,93 @@ def test_add_of_equal_scales() -> None:
     _check(_model(nodes, inits, [2, 16]), _x([2, 16], 2.0), {"y": (0.25, 2.0, -16, 14), "y2": None})
 
 
+def test_add_of_scales_that_are_multiples() -> None:
+    """A layer's sum plus a coarser bias: the coarser codes count r steps of the finer grid (r an integer, per
+    tensor or per channel); scales that are not multiples of each other give no grid."""
+    c = np.array([0.5, 1.0, 0.25], F32).reshape(1, 3, 1)
+    nodes = [_quant("x", "a", "s", "z", "b"), _quant("x", "d", "s4", "z2", "b"), _quant("x", "e", "sc", "z", "b"),
+             _quant("x", "f", "s3", "z", "b"), helper.make_node("Add", ["a", "d"], ["y"]),
+             helper.make_node("Add", ["d", "a"], ["y2"]), helper.make_node("Add", ["a", "e"], ["yc"]),
+             helper.make_node("Add", ["d", "f"], ["yn"])]  # fmt: skip
+    inits = {"s": F32(0.125), "s4": F32(0.5), "sc": c, "s3": F32(0.375), "z": F32(0), "z2": F32(1), "b": F32(4)}
+    rc = np.array([4.0, 8.0, 2.0]).reshape(1, 3, 1)
+    want = {
+        # x on 0.125 [-8, 7] plus y = 0.5 * (q - 1), q in [-8, 7]: 0.125 * (qa + 4 q - 4), codes [-40, 35]
+        "y": (0.125, 4.0, -40, 35),
+        "y2": (0.125, 4.0, -40, 35),
+        # per channel r = 4, 8, 2: zero point 0, codes from -8 - 8 * 8 to 7 + 8 * 7
+        "yc": (np.full((1, 3, 1), 0.125), np.zeros((1, 3, 1)), -72, 63),
+        "yn": None,  # 0.375 / 0.5 is no integer
+    }
+    _check(_model(nodes, inits, [2, 3, 8]), _x([2, 3, 8], 2.0), want)
+    assert np.array_equal(rc * 0.125, np.broadcast_to(c, rc.shape).astype(np.float64))
+
+
+def test_layer_sums_on_power_of_two_grids() -> None:
+    """MatMul / Gemm / Conv of per-tensor activation grids by weight grids (QKeras' unquantized sums, read by the
+    next layer): scale s_x * s_w (per output channel where the weight's scale is), codes K times the products'
+    extremes, a bias on a coarser grid added; none on scales that are not powers of two or beyond 2^24."""
+    rng = np.random.default_rng(3)
+    ws = np.array([0.25, 0.5, 0.125, 0.25], F32)
+    nodes = [
+        _quant("x", "a", "s", "z", "b6", signed=0),  # 0.0625 * q, q in [0, 63]
+        _quant("w", "wq", "s8", "z", "b8"),  # 0.125 * q, q in [-128, 127], w [16, 4]
+        _quant("wc", "wcq", "wsc", "z", "b8"),  # per column
+        _quant("bias", "bq", "s8", "z", "b8"),
+        _quant("x", "a3", "s3", "z", "b6", signed=0),  # 0.1875: not a power of two
+        helper.make_node("MatMul", ["a", "wq"], ["mm"]),
+        helper.make_node("MatMul", ["a", "wcq"], ["mmc"]),
+        helper.make_node("Gemm", ["a", "wt", "bq"], ["gm"], transB=1),
+        helper.make_node("MatMul", ["a3", "wq"], ["mm3"]),
+        _quant("w2", "w2q", "s8", "z", "b8"),
+        helper.make_node("MatMul", ["mm", "w2q"], ["mm2"]),  # codes up to 4 * 129024 * 128 > 2^24
+    ]
+    nodes.insert(4, _quant("wtf", "wt", "s8", "z", "b8"))
+    inits = {"s": F32(0.0625), "s8": F32(0.125), "s3": F32(0.1875), "z": F32(0), "b6": F32(6), "b8": F32(8),
+             "w": rng.uniform(-16, 16, (16, 4)).astype(F32), "wc": rng.uniform(-4, 4, (16, 4)).astype(F32),
+             "wsc": ws.reshape(1, 4), "wtf": rng.uniform(-16, 16, (4, 16)).astype(F32),
+             "bias": rng.uniform(-16, 16, 4).astype(F32), "w2": rng.uniform(-16, 16, (4, 4)).astype(F32)}  # fmt: skip
+    want = {
+        "mm": (2.0**-7, 0.0, -16 * 63 * 128, 16 * 63 * 127),
+        "mmc": (0.0625 * ws.astype(np.float64), np.zeros(4), -16 * 63 * 128, 16 * 63 * 127),
+        # plus the bias on 0.125 = 16 steps of 2^-7
+        "gm": (2.0**-7, 0.0, -16 * 63 * 128 - 16 * 128, 16 * 63 * 127 + 16 * 127),
+        "mm3": None,
+        "mm2": None,
+    }
+    x = (rng.uniform(-1, 5, (3, 16))).astype(F32)
+    _check(_model(nodes, inits, [3, 16]), x, want)
+
+
+def test_conv_sums_with_padding_and_per_channel_weights() -> None:
+    """Conv with pads (a padded tap adds 0, inside the range even for codes that exclude 0) and per-channel
+    weight scales: the channel axis of the output's scale; the bias on a coarser grid."""
+    rng = np.random.default_rng(4)
+    wsc = np.array([0.5, 0.25], F32).reshape(2, 1, 1, 1)
+    nodes = [
+        _quant("x", "a", "s", "z1", "b4", signed=0),  # 0.25 * (q - (-3)): values 0.75 .. 4.5, never 0
+        _quant("w", "wq", "wsc", "z0", "b4"),  # [2, 3, 3, 3], codes [-8, 7]
+        _quant("bias", "bq", "one", "z0", "b4"),
+        helper.make_node("Conv", ["a", "wq", "bq"], ["y"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["a", "wq"], ["yv"]),
+        _quant("w", "wp", "one", "z1", "b4", signed=0),  # codes q - (-3) in [3, 18]: positive weights
+        helper.make_node("Conv", ["a", "wp"], ["yp"], pads=[0, 1, 0, 1]),
+    ]
+    inits = {"s": F32(0.25), "z1": F32(-3), "z0": F32(0), "b4": F32(4), "one": F32(1.0), "wsc": wsc,
+             "w": rng.uniform(-4, 4, (2, 3, 3, 3)).astype(F32), "bias": rng.uniform(-8, 8, 2).astype(F32)}  # fmt: skip
+    sc = np.array([0.125, 0.0625]).reshape(1, 2, 1, 1)
+    k = 27
+    # activation codes q - z in [3, 18] and 0 (padding), weight codes [-8, 7]: products in [-144, 126]; the bias
+    # (scale 1) is 8 or 16 steps of the sum's scale, codes [-8, 7]
+    want = {
+        "y": (sc, np.zeros((1, 2, 1, 1)), -144 * k - 16 * 8, 126 * k + 16 * 7),
+        "yv": (sc, np.zeros((1, 2, 1, 1)), -144 * k, 126 * k),
+        # every product in [9, 324] but a padded tap's 0: border sums below 9 * k
+        "yp": (0.25, 0.0, 0, 324 * k),
+    }
+    _check(_model(nodes, inits, [1, 3, 5, 5]), _x([1, 3, 5, 5], 3.0), want)
+
+
 def test_average_pools() -> None:
     nodes = [_quant("x", "a", "s", "z", "b"),
              helper.make_node("AveragePool", ["a"], ["ap"], kernel_shape=[2, 2], strides=[2, 2]),
@@ -456,7 +543,10 @@ def test_realworld_layers_on_grids() -> None:
     # FINN's streamlined GTSRB: MultiThreshold -> MaxPoolNHWC -> Im2Col -> MatMul; inputs declared UINT8 / BIPOLAR
     for name in ("labs_gtsrb12_streamlined", "qonnx_eltwise_chanlast", "zoo_unsw_nb15_mlp_w2a2"):
         assert per_model[name][0] == per_model[name][1], (name, per_model[name])
-    assert on >= 194, (on, total)
+    # QKeras dense layers without an activation quantizer: the second layer reads the first one's sum plus bias
+    for name in ("qkt_qdense2_0", "qkt_qdense2_4", "qkt_qdense2_12"):
+        assert per_model[name] == (2, 2), (name, per_model[name])
+    assert on >= 207, (on, total)
 
 
 def test_qdq_sources_clip_and_sub() -> None:

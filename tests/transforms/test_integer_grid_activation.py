@@ -180,7 +180,8 @@ def _gemm_after(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], src:
             "the activation is a graph input, not the output of a Quant / BipolarQuant, and is on no integer grid",
         ),
         ("per_channel", "per-channel"),
-        ("wide", "needs 20 bits; integer mode takes at most 16"),
+        ("wide", "needs 20 bits; integer mode reads more than 16 bits only on a power-of-two scale"),
+        ("wider", "the activation bit width 26 is not an integer in 1..24"),  # a power-of-two scale: fused path
         ("wide_span", "the 16-bit activation's values q - z in [1, 65536] and 0 span 65537 levels"),
         ("third", "zero point that is not an integer or a half"),
         ("sigmoid", "produced by Sigmoid, not by a Quant / BipolarQuant, and is on no integer grid"),
@@ -188,8 +189,9 @@ def _gemm_after(nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], src:
     ],
 )
 def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
-    bits = {"wide": 20.0, "wide_span": 16.0}.get(case, 4.0)
-    q_inits = [_init("as", 0.1, np.float64), _init("az", -1.0 if case == "wide_span" else 0.0), _init("ab", bits)]
+    bits = {"wide": 20.0, "wider": 26.0, "wide_span": 16.0}.get(case, 4.0)
+    scale = 0.125 if case == "wider" else 0.1
+    q_inits = [_init("as", scale, np.float64), _init("az", -1.0 if case == "wide_span" else 0.0), _init("ab", bits)]
     signed = 0 if case == "wide_span" else 1
     quant = helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=signed)
     if case == "input":
@@ -197,7 +199,7 @@ def test_reasons_when_the_activation_has_no_usable_grid(case, reason):
     elif case == "per_channel":
         k = _init("k", np.linspace(0.5, 2.0, 10))
         m = _gemm_after([quant, helper.make_node("Mul", ["xq", "k"], ["xs"], name="scale")], [*q_inits, k], "xs")
-    elif case in ("wide", "wide_span"):
+    elif case in ("wide", "wider", "wide_span"):
         m = _gemm_after([quant], q_inits, "xq")
     elif case == "third":
         t = _init("t", np.zeros((1, 1)))

@@ -172,8 +172,8 @@ def test_gemm_through_maxpool_and_flatten(backend):
     "kwargs,reason",
     [
         ({"act_from_input": True}, "graph input"),
-        ({"act_bits": 17.0}, "not an integer in 1..16"),
-        ({"act_bits": 4.5}, "not an integer in 1..16"),
+        ({"act_bits": 25.0}, "not an integer in 1..24"),
+        ({"act_bits": 4.5}, "not an integer in 1..24"),
         # 9 to 16 bits: the values q - z and 0 must fit the two byte planes (2^16 levels)
         ({"act_bits": 16.0, "act_zeropt": 40000.0}, "values q - z in [-72768, -7233] and 0 span 72769 levels"),
     ],
@@ -206,6 +206,32 @@ def test_wide_activation_quantizer_is_lowered(backend, act_bits, act_zeropt):
     act = {"scale": 0.05, "zeropt": act_zeropt, "bits": int(act_bits), "signed": True, "rounding_mode": "ROUND"}
     pooled = x.reshape(5, 3, 4, 2, 4, 2).max(axis=(3, 5)).reshape(5, 48)  # MaxPool 2x2 then Flatten
     acc = iref.act_codes(pooled, **act) @ w_codes.T
+    s = np.float64(np.float32(0.05)) * inits["ws"].reshape(-1).astype(np.float64)
+    want = iref.rescale(acc, s, inits["gb"].astype(np.float64), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("act_bits,act_zeropt", [(17.0, 0.0), (20.0, -1000.0), (24.0, 0.0)])
+def test_wider_activation_quantizer_runs_on_three_planes(backend, act_bits, act_zeropt):
+    """A 17- to 24-bit activation Quant right before the layer: the engine on three byte planes whatever the backend
+    (float32 sums of these codes would not be exact: K * max|a| * max|w| >= 2^24), bit for bit the reference."""
+    m = _gemm_model(act_bits=act_bits, act_zeropt=act_zeropt)
+    (d,) = integer_plan(m)
+    assert d.integer and d.reason == "QGemm (int8 engine on three byte planes)", d
+    out = lower_integer(m)
+    (q,) = [n for n in out.graph.node if n.op_type == "QGemm"]
+    assert next(a.i for a in q.attribute if a.name == "act_bits") == int(act_bits)
+    rng = np.random.default_rng(5)
+    hi = 2 ** (int(act_bits) - 1)
+    x = (rng.uniform(-1.1 * hi, 1.1 * hi, (5, 3, 8, 8)) * 0.05).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+    wy = qref.quant(inits["w"], inits["ws"], inits["wz"], inits["wb"], signed=True, narrow=True, rounding_mode="ROUND")
+    w_codes = np.rint(wy.astype(np.float64) / inits["ws"]).astype(np.int64)
+    act = {"scale": 0.05, "zeropt": act_zeropt, "bits": int(act_bits), "signed": True, "rounding_mode": "ROUND"}
+    pooled = x.reshape(5, 3, 4, 2, 4, 2).max(axis=(3, 5)).reshape(5, 48)
+    acc = iref.act_codes(pooled, **act) @ w_codes.T
+    assert 48 * hi * np.abs(w_codes).max() >= 2**24  # float32 sums would not be exact: the engine takes it
     s = np.float64(np.float32(0.05)) * inits["ws"].reshape(-1).astype(np.float64)
     want = iref.rescale(acc, s, inits["gb"].astype(np.float64), 1)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

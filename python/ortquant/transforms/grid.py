@@ -24,8 +24,14 @@ node and its inputs' grids returning the output grid or None):
   (nearest), Concat
   of grids with one scale and zero point, Relu (an integer zero point), Clip (bounds on the grid);
 - what changes the scale: Mul by a constant (per tensor or per channel; a negative factor flips the codes), Div by
-  a constant, Add / Sub of two grids with one scale (codes add), AveragePool / GlobalAveragePool (the integer sum of the
-  window, then 1 / k), QuantAvgPool2d (integer input: the window sum shifted right).
+  a constant, Add / Sub of two grids with one scale (codes add), Add of grids whose scales are integer multiples of
+  each other (the coarser codes count several steps of the finer grid: a bias added to a layer's sum),
+  AveragePool / GlobalAveragePool (the integer sum of the window, then 1 / k), QuantAvgPool2d (integer input: the
+  window sum shifted right);
+- layers whose output no quantizer follows (QKeras' dense layers read by the next one): MatMul, Gemm and Conv of a
+  per-tensor grid by a weight grid (per tensor or per output channel) on power-of-two scales, the exact sum on the
+  scale ``s_x * s_w`` with K times the products' extremes as its range, below 2^24 (float32 computes such sums
+  exactly in any order), plus a bias on a grid of a multiple of that scale.
 
 A per-channel grid passes a shape-changing op only where the op leaves the axes it varies along alone; ranks come
 from the model's declared shapes and onnx shape inference. Parameters may be float32, float64 or integer typed.
@@ -666,16 +672,138 @@ def rule_div(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Gr
         return _scaled(grids[0], 1.0 / np.asarray(c, dtype=np.float64))
 
 
-def rule_add(_node: onnx.NodeProto, grids: list[Grid | None], _ctx: Context) -> Grid | None:
-    """Add of two grids with one scale: the codes add (zero points add too)."""
-    a, b = grids[0], grids[1] if len(grids) > 1 else None
-    if a is None or b is None or not a.same_scale(b):
-        return None
+def _sum_grid(a: Grid, b: Grid) -> Grid | None:
+    """The grid of ``x + y``, x on ``a`` and y on ``b``: with one scale the codes add (zero points too); when one
+    scale is an integer multiple r of the other (per tensor, or element by element after broadcasting) y's codes
+    count r steps of the finer grid: ``q = qa + r * qb``, zero point ``za + r * zb``, range over every r."""
+    if a.same_scale(b):
+        try:
+            zp = a.zero_point + b.zero_point
+        except ValueError:
+            return None
+        return make_grid(a.scale, zp, a.lo + b.lo, a.hi + b.hi)
     try:
-        zp = a.zero_point + b.zero_point
+        sa, sb = np.broadcast_arrays(a.scale, b.scale)
     except ValueError:
         return None
-    return make_grid(a.scale, zp, a.lo + b.lo, a.hi + b.hi)
+    if np.all(sb >= sa):
+        fine, coarse, sf, sc = a, b, sa, sb
+    elif np.all(sa >= sb):
+        fine, coarse, sf, sc = b, a, sb, sa
+    else:
+        return None
+    r = sc / sf
+    if not np.all(r == np.rint(r)) or float(np.max(r)) > _MAX_CODE:
+        return None
+    try:
+        zp = fine.zero_point + r * coarse.zero_point
+    except ValueError:
+        return None
+    ends = [float(np.min(r * coarse.lo)), float(np.max(r * coarse.hi))]
+    return make_grid(sf, zp, fine.lo + ends[0], fine.hi + ends[1])
+
+
+def rule_add(_node: onnx.NodeProto, grids: list[Grid | None], _ctx: Context) -> Grid | None:
+    """Add of two grids whose scales are equal or integer multiples of each other (a layer's sum plus a coarser
+    bias): :func:`_sum_grid`."""
+    a, b = grids[0], grids[1] if len(grids) > 1 else None
+    if a is None or b is None:
+        return None
+    return _sum_grid(a, b)
+
+
+# --- layers: exact sums ------------------------------------------------------------------------------------------
+
+_EXACT_SUM = 1 << 24  # float32 holds every integer up to this: a float32 layer's sums of such codes are exact
+
+
+def _pow2(a: np.ndarray) -> bool:
+    m, _e = np.frexp(np.asarray(a, dtype=np.float64))
+    return bool(np.all(m == 0.5))
+
+
+def _layer_sum(x: Grid, w: Grid, w_scale: np.ndarray, k: int | None) -> Grid | None:
+    """The grid of a layer's unquantized sums ``sum_k x_k * w_jk`` over ``k`` products: scale ``s_x * s_w``
+    (``w_scale``: the weight's scale shaped for the output), codes ``sum (qx - zx)(qw - zw)`` (zero point 0), their
+    range ``k`` times the products' extremes (0 among them: a padded tap). Only on power-of-two scales and codes
+    below 2^24: the float32 layer then computes each product and partial sum exactly, in any order, so its output
+    is on the grid whichever backend ran it."""
+    if k is None or k <= 0 or not (x.per_tensor and x.integer_zero_point and w.integer_zero_point):
+        return None
+    if not (_pow2(x.scale) and _pow2(w.scale)):
+        return None
+    zx = float(x.zero_point)
+    xs = (min(x.lo - zx, 0.0), max(x.hi - zx, 0.0))  # 0: a convolution's padding
+    ws = (w.lo - float(np.max(w.zero_point)), w.hi - float(np.min(w.zero_point)))
+    ends = [p * q for p in xs for q in ws]
+    lo, hi = k * min(ends), k * max(ends)
+    if max(abs(lo), abs(hi)) >= _EXACT_SUM:
+        return None
+    return make_grid(x.scale * w_scale, 0.0, lo, hi)
+
+
+def _channel_scale(w: Grid, axis: int, rank: int, out_axis: int, out_rank: int) -> np.ndarray | None:
+    """The weight grid's scale as an array for the layer's output: per tensor as it is; varying only along the
+    weight's ``axis`` (of ``rank``), moved to the output's ``out_axis`` (of ``out_rank``). None otherwise."""
+    if w.scale.ndim == 0 and w.zero_point.ndim == 0:
+        return w.scale
+    full = _full(w.scale, rank)
+    if full is None or _varies(w, rank, [i for i in range(rank) if i != axis]) is not False:
+        return None
+    shape = [1] * out_rank
+    shape[out_axis] = full.shape[axis]
+    return full.reshape(shape)
+
+
+def _with_bias(g: Grid | None, bias: Grid | None, present: bool) -> Grid | None:
+    if g is None or not present:
+        return g
+    return None if bias is None else _sum_grid(g, bias)
+
+
+def rule_matmul(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """MatMul of a per-tensor grid by a 2-D weight on a grid (per tensor or per output column): the exact sum
+    (:func:`_layer_sum`), K from the declared or inferred shapes."""
+    x, w = grids[0], grids[1] if len(grids) > 1 else None
+    wshape = ctx.shape(node.input[1]) if len(node.input) > 1 else None
+    if x is None or w is None or wshape is None or len(wshape) != 2:
+        return None
+    ws = _channel_scale(w, 1, 2, 0, 1)  # [N]: broadcasts along the output's last axis
+    return None if ws is None else _layer_sum(x, w, ws, wshape[0])
+
+
+def rule_gemm(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """Gemm (alpha = beta = 1, A not transposed) of a per-tensor grid by a weight on a grid (per tensor or per
+    output column), plus C on a grid whose scale is a multiple of the sum's."""
+    if _attr(node, "alpha", 1.0) != 1.0 or _attr(node, "beta", 1.0) != 1.0 or _attr(node, "transA", 0):
+        return None
+    x, w = grids[0], grids[1] if len(grids) > 1 else None
+    wshape = ctx.shape(node.input[1]) if len(node.input) > 1 else None
+    if x is None or w is None or wshape is None or len(wshape) != 2:
+        return None
+    trans = bool(_attr(node, "transB", 0))
+    ws = _channel_scale(w, 0 if trans else 1, 2, 0, 1)
+    if ws is None:
+        return None
+    g = _layer_sum(x, w, ws, wshape[1] if trans else wshape[0])
+    return _with_bias(g, grids[2] if len(grids) > 2 else None, len(node.input) > 2 and bool(node.input[2]))
+
+
+def rule_conv(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """Conv (any padding: a padded tap adds the product 0) of a per-tensor grid by a weight on a grid
+    (per tensor or per output channel), plus a bias on a grid whose scale is a multiple of the sum's: K = C / group
+    * the kernel's size."""
+    x, w = grids[0], grids[1] if len(grids) > 1 else None
+    wshape = ctx.shape(node.input[1]) if len(node.input) > 1 else None
+    if x is None or w is None or wshape is None or len(wshape) < 3 or any(d is None for d in wshape):
+        return None
+    rank = len(wshape)
+    ws = _channel_scale(w, 0, rank, 0, rank - 1)  # [M, 1, ...]: the output's channel axis
+    if ws is None:
+        return None
+    k = int(np.prod([d for d in wshape[1:]]))  # type: ignore[misc]
+    g = _layer_sum(x, w, ws, k)
+    return _with_bias(g, grids[2] if len(grids) > 2 else None, len(node.input) > 2 and bool(node.input[2]))
 
 
 def _pooled(g: Grid, k: int, padded: bool) -> Grid | None:
@@ -769,6 +897,9 @@ STANDARD_RULES: dict[str, Rule] = {
     "Div": rule_div,
     "Add": rule_add,
     "Sub": rule_sub,
+    "MatMul": rule_matmul,
+    "Gemm": rule_gemm,
+    "Conv": rule_conv,
     "Clip": rule_clip,
     "QuantizeLinear": rule_quantize_linear,
     "DequantizeLinear": rule_dequantize_linear,

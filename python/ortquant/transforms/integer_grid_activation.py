@@ -6,8 +6,9 @@ scale, a MultiThreshold, a residual Add, ...) but ``infer_grids`` puts it on a p
 with a synthesized quantizer: ``act_scale = float32(s)``, ``act_zeropt = z``, the narrowest QONNX bit range that
 holds ``[lo, hi]`` (unsigned when ``lo >= 0``), rounding ``ROUND``. Since the value is ``s * (q - z)`` up to the
 float32 rounding of the ops that computed it, ``x / float32(s) + z`` is within a few 2^-24 relative of ``q``, so
-the rounding gives ``q`` exactly (``|q - z|`` is below 2^17 here). The layer's output rescale uses the
-grid's float64 scale ``s`` itself (:attr:`GridActivation.scale`), not ``float32(s)``.
+the rounding gives ``q`` exactly (``|q - z|`` is below 2^17 here; wider codes only on a power-of-two scale, where
+the values and the division are exact). The layer's output rescale uses the grid's float64 scale ``s`` itself
+(:attr:`GridActivation.scale`), not ``float32(s)``.
 
 - A zero point ``z`` that is half an odd integer (MultiThreshold with ``out_bias = -out_scale / 2``: values
   ``+-s/2``) is the grid ``s/2 * (2q - 2z)`` with zero point 0 and odd codes.
@@ -15,8 +16,10 @@ grid's float64 scale ``s`` itself (:attr:`GridActivation.scale`), not ``float32(
   from a BipolarQuant / signed 1-bit Quant through ops that keep each value or scale it by a nonzero constant) take
   the bipolar quantizer (``act_bipolar``): the binary-weight bit kernels then apply.
 - Grids of 9 to 16 bits take the wide quantizer (the op runs the int8 engine on two byte planes of the codes), when
-  the values ``q - z`` and 0 span at most 2^16 levels (:func:`wide_span_problem`). Grids that need more than 16
-  bits, per-channel grids and zero points beyond 2^16 stay on the float path, with the reason.
+  the values ``q - z`` and 0 span at most 2^16 levels (:func:`wide_span_problem`); grids of 17 to 24 bits (e.g. a
+  layer's unquantized sum read by the next layer) three byte planes, 2^24 levels, when the scale is a power of two
+  (:data:`WIDE_POW2_BITS`). Grids that need more bits, per-channel grids and zero points beyond 2^16 stay on the
+  float path, with the reason.
 - A grid that a graph input's declared type promises (``Grid.declared``: a ``finn_datatype`` annotation) is not
   proven: the op gets ``act_check`` (naming that input and type) and checks at run time that every value it reads
   is within 0.01 of a code of the quantizer's range (qonnx's own tolerance when it rounds annotated tensors),
@@ -37,8 +40,8 @@ from ortquant.transforms.grid import Grid
 
 Constant = Callable[[str], "np.ndarray | None"]  # a constant initializer's value, None for other values
 _MAX_ZEROPT = 1 << 16  # the in-kernel quantizer's zero point limit (core/integer/qlayer.cc make_act_quant)
-MAX_ACT_BITS = 16  # the in-kernel quantizer's widest codes (9 to 16 bits: two byte planes on the int8 engine)
-_WIDE_LEVELS = 1 << 16  # a 9- to 16-bit quantizer's values q - z and 0 (the padding) span at most this many levels
+MAX_ACT_BITS = 24  # the in-kernel quantizer's widest codes (9 to 16 bits: two byte planes, 17 to 24: three)
+WIDE_POW2_BITS = 16  # a grid needing more bits is read only on a power-of-two scale (module doc)
 # Ops whose output values are each one of the input's values (or the input's value times a nonzero constant):
 # a tensor that never holds 0 keeps that property through them.
 _KEEP_NONZERO = ("Identity", "Dropout", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "MaxPool", "Slice")
@@ -102,21 +105,32 @@ def _bit_range(lo: int, hi: int) -> tuple[int, int, int]:
     return bits, 1, int(lo > -(1 << (bits - 1)))
 
 
+def wide_levels(bits: int) -> int:
+    """How many levels a wide quantizer's values ``q - z`` and 0 may span: 2^16 (two byte planes, 9 to 16 bits) or
+    2^24 (three, 17 to 24 bits)."""
+    return 1 << (16 if bits <= 16 else 24)
+
+
 def wide_span_problem(bits: int, signed: bool, narrow: bool, zeropt: float) -> str | None:
-    """Why the in-kernel quantizer refuses a 9- to 16-bit activation (core/integer/qlayer.cc make_act_quant): its
-    values ``q - z`` together with 0 (the padding) must span at most 2^16 levels, the range of the two byte planes.
-    None when it takes it (and for 8 bits or fewer)."""
+    """Why the in-kernel quantizer refuses a 9- to 24-bit activation (core/integer/qlayer.cc make_act_quant): its
+    values ``q - z`` together with 0 (the padding) must span at most :func:`wide_levels` levels, the range of its
+    byte planes. None when it takes it (and for 8 bits or fewer)."""
     if bits <= 8:
         return None
     lo, hi = (-(1 << (bits - 1)) + int(narrow), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1 - int(narrow))
     z = int(zeropt)
     lo0, hi0 = min(lo - z, 0), max(hi - z, 0)
-    if hi0 - lo0 + 1 > _WIDE_LEVELS:
+    if hi0 - lo0 + 1 > wide_levels(bits):
         return (
             f"the {bits}-bit activation's values q - z in [{lo - z}, {hi - z}] and 0 span {hi0 - lo0 + 1} levels; "
-            f"integer mode takes at most {_WIDE_LEVELS}"
+            f"integer mode takes at most {wide_levels(bits)}"
         )
     return None
+
+
+def _power_of_two(s: float) -> bool:
+    m, _e = np.frexp(s)
+    return bool(m == 0.5)
 
 
 def grid_activation(
@@ -150,13 +164,19 @@ def grid_activation(
         bits, signed, narrow = _bit_range(lo, hi)
         if abs(z) > _MAX_ZEROPT:
             raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
-    if bits > MAX_ACT_BITS and hi - lo < _WIDE_LEVELS:  # as above, into 16 bits
-        z, lo, hi = z - lo, 0, hi - lo
-        bits, signed, narrow = _bit_range(lo, hi)
-        if abs(z) > _MAX_ZEROPT:
-            raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
+    for width in (16, MAX_ACT_BITS):  # as above, into two byte planes, or three
+        if bits > width and hi - lo < 1 << width:
+            z, lo, hi = z - lo, 0, hi - lo
+            bits, signed, narrow = _bit_range(lo, hi)
+            if abs(z) > _MAX_ZEROPT:
+                raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
     if bits > MAX_ACT_BITS:
         raise SkipError(f"the activation's grid {grid} needs {bits} bits; integer mode takes at most {MAX_ACT_BITS}")
+    if bits > WIDE_POW2_BITS and not _power_of_two(s):
+        raise SkipError(
+            f"the activation's grid {grid} needs {bits} bits; integer mode reads more than {WIDE_POW2_BITS} bits "
+            "only on a power-of-two scale (where float32 holds the values exactly)"
+        )
     problem = wide_span_problem(bits, bool(signed), bool(narrow), z)
     if problem is not None:
         raise SkipError(f"on the activation's grid {grid}, {problem}")

@@ -677,9 +677,12 @@ def _bit_kernel(low: _Lowered) -> str | None:
 
 
 def _engine_kind(op: onnx.NodeProto) -> str:
-    """How a QConv / QGemm off the bit kernels runs: activations of 9 to 16 bits on two byte planes."""
-    bits = next((helper.get_attribute_value(a) for a in op.attribute if a.name == "act_bits"), 8)
-    return "int8 engine on two byte planes" if int(bits) > 8 else "int8 engine"
+    """How a QConv / QGemm off the bit kernels runs: activations of 9 to 16 bits on two byte planes, 17 to 24 on
+    three."""
+    bits = int(next((helper.get_attribute_value(a) for a in op.attribute if a.name == "act_bits"), 8))
+    if bits <= 8:
+        return "int8 engine"
+    return f"int8 engine on {'two' if bits <= 16 else 'three'} byte planes"
 
 
 def _plan(model: onnx.ModelProto) -> tuple[list[LayerDecision], list[_Lowered]]:

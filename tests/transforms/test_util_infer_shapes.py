@@ -154,3 +154,122 @@ def test_element_types_downstream():
     types = element_types(m)
     assert types["q"] == TensorProto.FLOAT
     assert types["y"] == TensorProto.INT8
+
+
+def test_grid_rank_for_a_per_channel_grid():
+    """A per-channel grid passes a Transpose without perm only with the input's rank (grid.py's rule)."""
+    from ortquant.transforms.grid import infer_grids
+
+    g = infer_grids(_quant_transpose()).get("t")
+    assert g is not None, "the Transpose's rank is unknown: no grid"
+    want = infer_grids(_quant_transpose((Q,)))["t"]
+    assert g.scale.shape == (1, 1, 4, 1)  # [1, 4, 1, 1] reversed
+    np.testing.assert_array_equal(g.scale, want.scale)
+    assert (g.lo, g.hi) == (want.lo, want.hi) == (-8, 7)
+
+
+def _gemm(imports: tuple[str, ...] = ()) -> onnx.ModelProto:
+    """x [2, 8] -> Quant (4-bit unsigned) -> Gemm (Quant weights [3, 8], transB) -> y."""
+    rng = np.random.default_rng(3)
+    return _model(
+        [
+            _quant("x", "xq", "as", "az", "ab", signed=0),
+            _quant("w", "wq", "ws", "wz", "wb", narrow=1),
+            helper.make_node("Gemm", ["xq", "wq"], ["y"], name="fc", transB=1),
+        ],
+        [
+            _init("as", 0.05),
+            _init("az", 0),
+            _init("ab", 4),
+            _init("w", rng.standard_normal((3, 8)) * 0.3),
+            _init("ws", 0.02),
+            _init("wz", 0),
+            _init("wb", 4),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        ["y"],
+        imports,
+    )
+
+
+def test_lower_integer_knows_the_gemm_input_rank(monkeypatch):
+    """lower_integer lowers a Gemm only when its input A has rank 2; A is the Quant's output."""
+    from ortquant.transforms.lower_integer import integer_plan, lower_integer
+
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+    (d,) = integer_plan(_gemm())
+    assert d.integer, d.reason
+    assert [n.op_type for n in lower_integer(_gemm()).graph.node] == ["QGemm"]
+    (want,) = integer_plan(_gemm((Q,)))
+    assert d.reason == want.reason
+    x = np.random.default_rng(4).uniform(0, 1, (2, 8)).astype(np.float32)
+    (got,) = ortquant.InferenceSession(_gemm(), integer=True).run(None, {"x": x})
+    (ref,) = ortquant.InferenceSession(_gemm((Q,)), integer=True).run(None, {"x": x})
+    np.testing.assert_array_equal(got, ref)
+
+
+def _residual(imports: tuple[str, ...] = ()) -> onnx.ModelProto:
+    """x [1, 4, 5, 5] -> Quant -> xq -> Conv (3x3, pad 1, Quant weights) -> c; Add(c, xq) -> y."""
+    rng = np.random.default_rng(5)
+    return _model(
+        [
+            _quant("x", "xq", "as", "az", "ab", signed=0),
+            _quant("w", "wq", "ws", "wz", "wb", narrow=1),
+            helper.make_node("Conv", ["xq", "wq"], ["c"], name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+            helper.make_node("Add", ["c", "xq"], ["y"], name="add"),
+        ],
+        [
+            _init("as", 0.05),
+            _init("az", 0),
+            _init("ab", 4),
+            _init("w", rng.standard_normal((4, 4, 3, 3)) * 0.3),
+            _init("ws", 0.02),
+            _init("wz", 0),
+            _init("wb", 4),
+        ],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+        ["y"],
+        imports,
+    )
+
+
+def test_integer_residual_fuses_the_add(monkeypatch):
+    """fuse_integer_residual fuses an Add only when both operands' shapes are known; the Quant stays in the graph
+    (the Add reads its output), so before the fix the prepared graph's inference failed."""
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+    p = ortquant.prepare_model(_residual(), integer=True)
+    assert [n.op_type for n in p.graph.node] == ["Quant", "QConv"]
+    assert list(p.graph.node[1].input)[-1] == "xq"  # the residual input R
+    x = np.random.default_rng(6).uniform(0, 1, (1, 4, 5, 5)).astype(np.float32)
+    (got,) = ortquant.InferenceSession(_residual(), integer=True).run(None, {"x": x})
+    (ref,) = ortquant.InferenceSession(_residual((Q,)), integer=True).run(None, {"x": x})
+    np.testing.assert_array_equal(got, ref)
+
+
+def _channels_last(imports: tuple[str, ...] = ()) -> onnx.ModelProto:
+    """x [1, 5, 5, 4] -> Quant -> xq -> channels_last Conv (weights [3, 3, 3, 4]) -> y; no value_info."""
+    rng = np.random.default_rng(7)
+    return _model(
+        [
+            _quant("x", "xq", "as", "az", "ab", signed=0),
+            helper.make_node(
+                "Conv", ["xq", "w"], ["y"], name="conv", domain=CL, pads=[1, 1, 1, 1], kernel_shape=[3, 3]
+            ),
+        ],
+        [_init("as", 0.05), _init("az", 0), _init("ab", 4), _init("w", rng.standard_normal((3, 3, 3, 4)) * 0.3)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 5, 4])],
+        ["y"],
+        imports,
+    )
+
+
+def test_channels_last_finds_the_input_rank():
+    """The channels-last rewrite needs its input's rank; the input is a Quant's output without value_info."""
+    from ortquant.transforms.channels_last import rewrite_channels_last
+
+    out = rewrite_channels_last(_channels_last())
+    assert [n.op_type for n in out.graph.node] == ["Quant", "Transpose", "Conv", "Transpose"]
+    x = np.random.default_rng(8).uniform(0, 1, (1, 5, 5, 4)).astype(np.float32)
+    (got,) = ortquant.InferenceSession(_channels_last(), exact=True).run(None, {"x": x})
+    (ref,) = ortquant.InferenceSession(_channels_last((Q, CL)), exact=True).run(None, {"x": x})
+    np.testing.assert_array_equal(got, ref)

@@ -273,3 +273,21 @@ def test_channels_last_finds_the_input_rank():
     (got,) = ortquant.InferenceSession(_channels_last(), exact=True).run(None, {"x": x})
     (ref,) = ortquant.InferenceSession(_channels_last((Q, CL)), exact=True).run(None, {"x": x})
     np.testing.assert_array_equal(got, ref)
+
+
+def test_isolate_failing_nodes_tries_nodes_behind_the_custom_op():
+    """``ortquant check``'s fallback tries each node alone with its inferred input types: a node whose input is a
+    Quant's output was skipped (type unknown) when inference failed."""
+    from ortquant.cli import isolate_failing_nodes
+
+    m = _model(
+        [
+            _quant("x", "xq", "s", "z", "b"),
+            helper.make_node("Conv", ["xq", "w"], ["y"], name="bad_conv"),  # a 3-D weight for a 4-D input
+        ],
+        [_init("s", 0.1), _init("z", 0), _init("b", 4), _init("w", np.ones((2, 4, 3)))],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])],
+        ["y"],
+    )
+    failing = isolate_failing_nodes(m)
+    assert [n.name for n, _ in failing] == ["bad_conv"], failing

@@ -314,9 +314,10 @@ def isolate_failing_nodes(model: onnx.ModelProto, max_nodes: int = 2000) -> list
     import ortquant
 
     ort = _onnxruntime()
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:
+    from ortquant.transforms._util import infer_shapes
+
+    inferred = infer_shapes(model)
+    if inferred is None:
         inferred = model.graph
     infos = {v.name: v for v in [*inferred.input, *inferred.value_info, *inferred.output]}
     inits = {t.name: t for t in model.graph.initializer}

@@ -62,15 +62,39 @@ def set_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], stale: set[st
     graph.value_info.extend(kept)
 
 
-def element_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element types of the top-level graph's values: declared ones, then onnx shape inference (best effort)."""
+def infer_shapes(
+    model: onnx.ModelProto, *, data_prop: bool = False, errors: list[str] | None = None
+) -> onnx.GraphProto | None:
+    """The top-level graph of ``model`` after onnx shape inference (``strict_mode=False``), or None when inference
+    fails; never raises.
+
+    ortquant's op schemas are registered first (without them no custom-op output is typed). Domains that nodes use
+    (subgraphs included) without an ``opset_import`` entry are imported at version 1 on a copy: onnxruntime runs
+    such files (qonnx's QKeras converter writes them), but onnx shape inference refuses them outright and would
+    give no shape at all. ``model`` itself is not modified. ``data_prop``: onnx's data propagation (shapes computed
+    by Shape/Gather/Concat ... chains). ``errors``: when given, the message of a failure is appended to it.
+    """
     from ortquant.schemas import register_schemas  # schemas are registered lazily, where needed
 
-    register_schemas()  # shape inference types custom-op outputs only with ortquant's schemas
-    types: dict[str, int] = {}
+    register_schemas()
+    imported = {o.domain for o in model.opset_import}
+    missing = sorted({n.domain for n in all_nodes(model.graph)} - imported - set(STANDARD_DOMAINS))
+    if missing:
+        model = copy_model(model)
+        model.opset_import.extend(onnx.helper.make_opsetid(d, 1) for d in missing)
     try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=data_prop).graph
+    except Exception as e:  # best effort: the caller decides what unknown shapes mean
+        if errors is not None:
+            errors.append(str(e))
+        return None
+
+
+def element_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element types of the top-level graph's values: declared ones, then onnx shape inference (best effort)."""
+    types: dict[str, int] = {}
+    inferred = infer_shapes(model)
+    if inferred is None:
         inferred = model.graph
     for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:

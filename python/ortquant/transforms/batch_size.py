@@ -28,7 +28,7 @@ import math
 import onnx
 from onnx import numpy_helper
 
-from ortquant.transforms._util import ModelError, copy_model
+from ortquant.transforms._util import ModelError, copy_model, infer_shapes
 
 __all__ = ["set_batch_size"]
 
@@ -78,17 +78,14 @@ def _constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
 
 
 def _infer(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
-    from ortquant.schemas import register_schemas  # shape inference of the custom ops needs ortquant's schemas
-
-    register_schemas()
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception as e:  # a model onnx cannot infer at all
+    errors: list[str] = []
+    inferred = infer_shapes(model, data_prop=True, errors=errors)
+    if inferred is None:  # a model onnx cannot infer at all
         raise ModelError(
-            f"cannot follow the batch dimension through the graph: onnx shape inference failed: {e}"
-        ) from e
+            f"cannot follow the batch dimension through the graph: onnx shape inference failed: {errors[0]}"
+        )
     shapes = {}
-    for vi in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+    for vi in [*inferred.input, *inferred.value_info, *inferred.output]:
         dims = _dims(vi)
         if dims is not None:
             shapes[vi.name] = dims
@@ -261,15 +258,12 @@ def set_batch_size(model: onnx.ModelProto, batch: int | None) -> onnx.ModelProto
         return model  # the inputs already declare a symbolic batch
     new: int | str = batch if batch is not None else DYNAMIC_NAME
 
-    # The working copy: QONNX ops in their canonical, imported domains (shape inference finds their schemas there),
-    # a symbolic batch on every input, no declared shapes of outputs and intermediate values (declared fixed sizes
-    # would override what inference derives).
+    # The working copy: QONNX ops in their canonical domains (shape inference finds their schemas there; _infer
+    # imports the domains the model uses without importing them), a symbolic batch on every input, no declared
+    # shapes of outputs and intermediate values (declared fixed sizes would override what inference derives).
     from ortquant.transforms.legacy_domains import fix_legacy_domains
 
     work = copy_model(fix_legacy_domains(model))
-    imported = {imp.domain for imp in work.opset_import}
-    for domain in sorted({n.domain for n in work.graph.node} - imported - {"ai.onnx"}):
-        work.opset_import.append(onnx.helper.make_opsetid(domain, 1))
     for vi in work.graph.input:
         if vi.name not in init_names:
             _set_dim(vi, 0, _SYMBOL)

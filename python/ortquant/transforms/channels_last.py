@@ -23,7 +23,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import ModelError, copy_model
+from ortquant.transforms._util import ModelError, copy_model, infer_shapes
 
 CHANNELS_LAST = "qonnx.custom_op.channels_last"
 OPS = ("Conv", "MaxPool", "BatchNormalization")
@@ -33,12 +33,8 @@ def _rank(model: onnx.ModelProto, value: str) -> int | None:
     for vi in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
         if vi.name == value and vi.type.tensor_type.HasField("shape"):
             return len(vi.type.tensor_type.shape.dim)
-    from ortquant.schemas import register_schemas
-
-    register_schemas()  # the input is often a custom op's output (a QONNX Quant): inference needs its schema
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:
+    inferred = infer_shapes(model)  # the input is often a custom op's output (a QONNX Quant): it needs the schema
+    if inferred is None:
         return None
     for vi in [*inferred.value_info, *inferred.output]:
         if vi.name == value and vi.type.tensor_type.HasField("shape"):

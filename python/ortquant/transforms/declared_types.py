@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import onnx
 
-from ortquant.transforms._util import LINGER_DOMAINS, QONNX_DOMAINS, STANDARD_DOMAINS, copy_model
+from ortquant.transforms._util import LINGER_DOMAINS, QONNX_DOMAINS, STANDARD_DOMAINS, copy_model, infer_shapes
 
 _CUSTOM = (*QONNX_DOMAINS, *LINGER_DOMAINS, "ngraph")
 _INT_TYPES = (onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32)
@@ -36,11 +36,7 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     depend on values, and inference then serializes kilobytes instead of the weights)."""
     bare = onnx.ModelProto()
     bare.ir_version = model.ir_version
-    bare.opset_import.extend(model.opset_import)
-    # Domains used without an import (onnxruntime runs such files; onnx shape inference refuses them): version 1.
-    imported = {o.domain for o in model.opset_import}
-    for d in sorted({n.domain for n in model.graph.node} - imported - {"ai.onnx"}):
-        bare.opset_import.append(onnx.helper.make_opsetid(d, 1))
+    bare.opset_import.extend(model.opset_import)  # domains used without an import: infer_shapes adds them
     g = bare.graph
     g.node.extend(model.graph.node)
     g.input.extend(model.graph.input)
@@ -55,16 +51,12 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
 def _inferred(model: onnx.ModelProto) -> tuple[dict[str, int], dict[str, int]]:
     """(element type, rank) of every value onnx shape inference determines from the graph inputs alone (the
     declarations of ``value_info`` and of the outputs ignored)."""
-    from ortquant.schemas import register_schemas
-
-    register_schemas()  # without ortquant's schemas, inference types no custom-op output and finds nothing
     bare = _skeleton(model)
     for out in bare.graph.output:  # outputs are inferred too, not taken from the declaration
         out.type.tensor_type.elem_type = onnx.TensorProto.UNDEFINED
         out.type.tensor_type.ClearField("shape")
-    try:
-        inferred = onnx.shape_inference.infer_shapes(bare, strict_mode=False).graph
-    except Exception:
+    inferred = infer_shapes(bare)  # with ortquant's schemas: otherwise no custom-op output is typed
+    if inferred is None:
         return {}, {}
     types: dict[str, int] = {}
     ranks: dict[str, int] = {}

@@ -51,7 +51,7 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, infer_shapes
 
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 _MAX_CODE = 1 << 52  # codes beyond this are not exact in float64: no grid
@@ -159,14 +159,9 @@ class Context:
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
-    from ortquant.schemas import register_schemas
-
-    register_schemas()  # shape inference passes the QONNX ops only with their schemas
-    graph = model.graph
-    try:
-        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:  # best effort: what inference cannot say stays unknown
-        pass
+    graph = infer_shapes(model)  # best effort: what inference cannot say stays unknown
+    if graph is None:
+        graph = model.graph
     out: dict[str, tuple[int | None, ...]] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         tt = vi.type.tensor_type

@@ -22,19 +22,15 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, set_nodes
+from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, infer_shapes, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, list[int | str]]:
     """Fully known shapes (ints or dim_params) of the top-level graph's values, by onnx shape inference."""
-    from ortquant.schemas import register_schemas
-
-    register_schemas()  # QConv's output shape comes from its schema
-    try:
-        g = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
-    except Exception:
+    g = infer_shapes(model)  # QConv's output shape comes from its schema
+    if g is None:
         return {}
     out: dict[str, list[int | str]] = {}
     for vi in [*g.input, *g.value_info, *g.output]:

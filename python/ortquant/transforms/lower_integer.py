@@ -54,7 +54,14 @@ from onnx import helper, numpy_helper
 from ortquant.transforms import _read, integer_conv1d
 from ortquant.transforms._integer_common import NoGridError, NoQuantizerError, TypeSkipError
 from ortquant.transforms._integer_common import SkipError as _SkipError
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, all_nodes, copy_model
+from ortquant.transforms._util import (
+    QONNX_DOMAINS,
+    STANDARD_DOMAINS,
+    ModelError,
+    all_nodes,
+    copy_model,
+    infer_shapes,
+)
 from ortquant.transforms.grid import Grid, infer_grids
 from ortquant.transforms.integer_grid_activation import MAX_ACT_BITS, grid_activation, wide_span_problem
 from ortquant.transforms.integer_grid_weight import constant_subgraph, constant_value, grid_weight_codes
@@ -183,9 +190,6 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | Non
     """Element types and shapes as onnxruntime will see them: the graph inputs' declarations (which onnxruntime
     enforces on the feeds) and the initializers, propagated by onnx shape inference. The model's ``value_info`` and
     declared output shapes are left out: onnxruntime does not enforce them, so they may be wrong."""
-    from ortquant.schemas import register_schemas
-
-    register_schemas()  # shape inference goes through the QONNX quantizers only with ortquant's schemas
     bare = onnx.ModelProto()
     bare.ir_version = model.ir_version
     bare.opset_import.extend(model.opset_import)
@@ -194,11 +198,9 @@ def _value_types(model: onnx.ModelProto) -> dict[str, tuple[int, tuple[int | Non
     bare.graph.initializer.extend(model.graph.initializer)
     for o in model.graph.output:
         bare.graph.output.add().name = o.name
-    graph = bare.graph
-    try:
-        graph = onnx.shape_inference.infer_shapes(bare, strict_mode=False).graph
-    except Exception:  # inference is best effort: what it cannot say stays unknown
-        pass
+    graph = infer_shapes(bare)  # best effort: what inference cannot say stays unknown
+    if graph is None:
+        graph = bare.graph
     out: dict[str, tuple[int, tuple[int | None, ...] | None]] = {}
     for vi in [*graph.input, *graph.value_info, *graph.output]:
         if not vi.type.HasField("tensor_type") or not vi.type.tensor_type.elem_type:

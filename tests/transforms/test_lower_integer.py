@@ -618,3 +618,55 @@ def test_a_quantizer_nobody_read_before_stays(engine):
     for integer in (False, True):
         with pytest.raises(ORT_ERRORS, match="q_unread"):
             ortquant.prepare_model(m, integer=integer)
+
+
+@pytest.mark.parametrize("c_in,planes", [(8, "two"), (64, "three")])
+def test_conv_reading_the_previous_conv_sum(backend, c_in, planes):
+    """Conv -> Conv with no quantizer between (power-of-two scales, per-channel weights, padding): the second layer
+    reads the first one's sum plus bias on its grid, per channel, as the per-tensor grid of the finest scale (16 bits
+    with 8 input channels, 19 with 64: two or three byte planes), both lowered, bit for bit the exact integer
+    reference."""
+    rng = np.random.default_rng(c_in)
+    ws1 = 2.0 ** rng.integers(-4, -1, (4, 1, 1, 1))
+    inits = [
+        _init("as", 0.125), _init("az", 0.0), _init("ab", 4.0), _init("wz", 0.0), _init("wb", 4.0),
+        _init("w1", rng.uniform(-1, 1, (4, c_in, 3, 3))), _init("ws1", ws1),
+        _init("w2", rng.uniform(-4, 4, (3, 4, 3, 3))), _init("ws2", 0.5),
+        _init("b1", rng.uniform(-2, 2, 4)), _init("bs", 0.25),
+    ]  # fmt: skip
+    nodes = [
+        _quant("x", "xq", "as", "az", "ab", signed=0),
+        _quant("w1", "w1q", "ws1", "wz", "wb", signed=1, narrow=1),
+        _quant("w2", "w2q", "ws2", "wz", "wb", signed=1, narrow=1),
+        _quant("b1", "b1q", "bs", "wz", "wb", signed=1),
+        helper.make_node("Conv", ["xq", "w1q", "b1q"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w2q"], ["y"], name="conv2", pads=[1, 0, 1, 0]),
+    ]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, c_in, 6, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits,
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    d1, d2 = integer_plan(m)
+    assert d1.integer and d2.integer, (d1, d2)
+    if backend != "float":
+        assert d2.reason.startswith(f"QConv (int8 engine on {planes} byte planes); activation on the grid"), d2
+    x = rng.uniform(-0.2, 2.2, (2, c_in, 6, 5)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    # the reference: codes, exact int64 sums, the layer sums' grid 2^-3 * ws1 (bias: 0.25 = 2^-3 * ws1 * r)
+    v = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in inits}
+    a = iref.act_codes(x, scale=0.125, bits=4, signed=False)
+    w1 = np.clip(np.rint(v["w1"] / ws1), -7, 7).astype(np.int64)
+    w2 = np.clip(np.rint(v["w2"] / 0.5), -7, 7).astype(np.int64)
+    b1 = np.clip(np.rint(v["b1"] / 0.25), -8, 7) * 0.25
+    s1 = 0.125 * ws1.reshape(1, 4, 1, 1)
+    acc1 = iref.conv_int(a, w1, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    c1 = acc1 + np.rint(b1.reshape(1, 4, 1, 1) / s1).astype(np.int64)  # codes of conv1's output on its grid
+    y1 = (c1 * s1).astype(np.float32)  # exact: power-of-two scales, codes below 2^24
+    # conv2 reads y1 as a per-tensor grid: its finest scale with codes y1 / s_min (per-channel s1 is a multiple)
+    s_min = float(s1.min())
+    a2 = np.rint(y1.astype(np.float64) / s_min).astype(np.int64)
+    acc2 = iref.conv_int(a2, w2, (1, 1), (1, 0, 1, 0), (1, 1), 1)
+    want = iref.rescale(acc2, np.full(3, s_min * 0.5), np.zeros(3), 1)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

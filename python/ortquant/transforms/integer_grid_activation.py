@@ -18,8 +18,9 @@ the values and the division are exact). The layer's output rescale uses the grid
 - Grids of 9 to 16 bits take the wide quantizer (the op runs the int8 engine on two byte planes of the codes), when
   the values ``q - z`` and 0 span at most 2^16 levels (:func:`wide_span_problem`); grids of 17 to 24 bits (e.g. a
   layer's unquantized sum read by the next layer) three byte planes, 2^24 levels, when the scale is a power of two
-  (:data:`WIDE_POW2_BITS`). Grids that need more bits, per-channel grids and zero points beyond 2^16 stay on the
-  float path, with the reason.
+  (:data:`WIDE_POW2_BITS`). A per-channel grid with zero point 0 whose scales are integer multiples of the finest
+  one is read as that one's per-tensor grid (:func:`per_tensor_view`). Grids that need more bits, other per-channel
+  grids and zero points beyond 2^16 stay on the float path, with the reason.
 - A grid that a graph input's declared type promises (``Grid.declared``: a ``finn_datatype`` annotation) is not
   proven: the op gets ``act_check`` (naming that input and type) and checks at run time that every value it reads
   is within 0.01 of a code of the quantizer's range (qonnx's own tolerance when it rounds annotated tensors),
@@ -28,6 +29,7 @@ the values and the division are exact). The layer's output rescale uses the grid
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -36,7 +38,7 @@ import onnx
 
 from ortquant.transforms._integer_common import NoGridError, SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS
-from ortquant.transforms.grid import Grid
+from ortquant.transforms.grid import Grid, make_grid
 
 Constant = Callable[[str], "np.ndarray | None"]  # a constant initializer's value, None for other values
 _MAX_ZEROPT = 1 << 16  # the in-kernel quantizer's zero point limit (core/integer/qlayer.cc make_act_quant)
@@ -133,6 +135,22 @@ def _power_of_two(s: float) -> bool:
     return bool(m == 0.5)
 
 
+def per_tensor_view(grid: Grid) -> Grid | None:
+    """A per-channel grid with zero point 0 whose scales are integer multiples r of the finest one ``s`` as the
+    per-tensor grid ``s * q'``, ``q' = r * q`` (a layer's sum on per-channel power-of-two weight scales): the same
+    values, codes ``max(r)`` times wider. None for other per-channel grids."""
+    if np.any(grid.zero_point != 0):
+        return None
+    s = float(np.min(grid.scale))
+    r = np.asarray(grid.scale, dtype=np.float64) / s
+    if not np.all(r == np.rint(r)):
+        return None
+    lo = float(np.min(r * grid.lo))
+    hi = float(np.max(r * grid.hi))
+    flat = make_grid(s, 0.0, lo, hi)
+    return None if flat is None else dataclasses.replace(flat, declared=grid.declared)
+
+
 def grid_activation(
     value: str, grids: dict[str, Grid], producer: dict[str, onnx.NodeProto], constant: Constant
 ) -> GridActivation:
@@ -142,7 +160,13 @@ def grid_activation(
     if grid is None:
         raise NoGridError("the activation is on no integer grid")
     if not grid.per_tensor:
-        raise SkipError(f"the activation's grid is per-channel ({grid}); integer mode takes per-tensor activations")
+        flat = per_tensor_view(grid)
+        if flat is None:
+            raise SkipError(
+                f"the activation's grid is per-channel ({grid}); integer mode takes per-tensor activations (or "
+                "per-channel scales that are integer multiples of the finest one, with zero point 0)"
+            )
+        grid = flat
     s, z, lo, hi = float(grid.scale), float(grid.zero_point), int(grid.lo), int(grid.hi)
     never_zero = False
     if z != np.rint(z):

@@ -16,7 +16,7 @@ DOMAINS = ("ortquant.integer",)
 _ACT = [
     Attr("act_scale", AttrType.FLOAT, required=True, doc="per-tensor scale of the activation quantizer (> 0)"),
     Attr("act_zeropt", AttrType.FLOAT, 0.0, doc="zero point (an integer value)"),
-    Attr("act_bits", AttrType.INT, 8, doc="bit width 1..16 (9..16: two byte planes on the int8 engine)"),
+    Attr("act_bits", AttrType.INT, 8, doc="bit width 1..24 (9..16: two byte planes on the int8 engine, 17..24: three)"),
     Attr("act_signed", AttrType.INT, 1),
     Attr("act_narrow", AttrType.INT, 0),
     Attr("act_rounding_mode", AttrType.STRING, "ROUND", doc="a QONNX rounding mode name"),

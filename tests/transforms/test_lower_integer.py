@@ -185,53 +185,38 @@ def test_float_path_reasons(kwargs, reason):
     assert lower_integer(m) is m
 
 
-@pytest.mark.parametrize("act_bits,act_zeropt", [(12.0, 0.0), (16.0, 0.0), (16.0, -300.0), (9.0, 5.0)])
+@pytest.mark.parametrize(
+    "act_bits,act_zeropt",
+    [(12.0, 0.0), (16.0, 0.0), (16.0, -300.0), (9.0, 5.0), (17.0, 0.0), (20.0, -1000.0), (24.0, 0.0)],
+)
 def test_wide_activation_quantizer_is_lowered(backend, act_bits, act_zeropt):
-    """A 9- to 16-bit activation Quant right before the layer: the engine runs it on two byte planes (the float-exact
-    backend on its integer values: K * max|a| * max|w| < 2^24 here), bit for bit the reference."""
+    """A 9- to 24-bit activation Quant right before the layer: the engine runs it on two byte planes (9 to 16 bits;
+    the float-exact backend on its integer values: K * max|a| * max|w| < 2^24 there) or three (17 to 24 bits,
+    whatever the backend: float32 sums of those codes would not be exact), bit for bit the reference."""
     m = _gemm_model(act_bits=act_bits, act_zeropt=act_zeropt)
     (d,) = integer_plan(m)
-    on_float = "MatMul on integer values (float-exact)"
-    assert d.integer and d.reason == (on_float if backend == "float" else "QGemm (int8 engine on two byte planes)"), d
+    hi = 2 ** (int(act_bits) - 1)
+    three = act_bits > 16
+    if three:
+        want_reason = "QGemm (int8 engine on three byte planes)"
+    else:
+        want_reason = (
+            "MatMul on integer values (float-exact)" if backend == "float" else "QGemm (int8 engine on two byte planes)"
+        )
+    assert d.integer and d.reason == want_reason, d
     out = lower_integer(m)
     (q,) = [n for n in out.graph.node if n.op_type in ("QGemm", "QuantCodes")]
     assert next(a.i for a in q.attribute if a.name == "act_bits") == int(act_bits)
     rng = np.random.default_rng(4)
-    hi = 2 ** (int(act_bits) - 1)
     x = (rng.uniform(-1.1 * hi, 1.1 * hi, (5, 3, 8, 8)) * 0.05).astype(np.float32)
     got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
     inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
     wy = qref.quant(inits["w"], inits["ws"], inits["wz"], inits["wb"], signed=True, narrow=True, rounding_mode="ROUND")
     w_codes = np.rint(wy.astype(np.float64) / inits["ws"]).astype(np.int64)
+    assert three == (48 * hi * np.abs(w_codes).max() >= 2**24)  # float32 sums exact only up to 16 bits here
     act = {"scale": 0.05, "zeropt": act_zeropt, "bits": int(act_bits), "signed": True, "rounding_mode": "ROUND"}
     pooled = x.reshape(5, 3, 4, 2, 4, 2).max(axis=(3, 5)).reshape(5, 48)  # MaxPool 2x2 then Flatten
     acc = iref.act_codes(pooled, **act) @ w_codes.T
-    s = np.float64(np.float32(0.05)) * inits["ws"].reshape(-1).astype(np.float64)
-    want = iref.rescale(acc, s, inits["gb"].astype(np.float64), 1)
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-
-
-@pytest.mark.parametrize("act_bits,act_zeropt", [(17.0, 0.0), (20.0, -1000.0), (24.0, 0.0)])
-def test_wider_activation_quantizer_runs_on_three_planes(backend, act_bits, act_zeropt):
-    """A 17- to 24-bit activation Quant right before the layer: the engine on three byte planes whatever the backend
-    (float32 sums of these codes would not be exact: K * max|a| * max|w| >= 2^24), bit for bit the reference."""
-    m = _gemm_model(act_bits=act_bits, act_zeropt=act_zeropt)
-    (d,) = integer_plan(m)
-    assert d.integer and d.reason == "QGemm (int8 engine on three byte planes)", d
-    out = lower_integer(m)
-    (q,) = [n for n in out.graph.node if n.op_type == "QGemm"]
-    assert next(a.i for a in q.attribute if a.name == "act_bits") == int(act_bits)
-    rng = np.random.default_rng(5)
-    hi = 2 ** (int(act_bits) - 1)
-    x = (rng.uniform(-1.1 * hi, 1.1 * hi, (5, 3, 8, 8)) * 0.05).astype(np.float32)
-    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
-    inits = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
-    wy = qref.quant(inits["w"], inits["ws"], inits["wz"], inits["wb"], signed=True, narrow=True, rounding_mode="ROUND")
-    w_codes = np.rint(wy.astype(np.float64) / inits["ws"]).astype(np.int64)
-    act = {"scale": 0.05, "zeropt": act_zeropt, "bits": int(act_bits), "signed": True, "rounding_mode": "ROUND"}
-    pooled = x.reshape(5, 3, 4, 2, 4, 2).max(axis=(3, 5)).reshape(5, 48)
-    acc = iref.act_codes(pooled, **act) @ w_codes.T
-    assert 48 * hi * np.abs(w_codes).max() >= 2**24  # float32 sums would not be exact: the engine takes it
     s = np.float64(np.float32(0.05)) * inits["ws"].reshape(-1).astype(np.float64)
     want = iref.rescale(acc, s, inits["gb"].astype(np.float64), 1)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

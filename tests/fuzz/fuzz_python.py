@@ -68,6 +68,7 @@ REALWORLD_SEEDS = (
     "qkt_qconv2d_11",
     "qkt_qdense_1",
     "qkt_qdense2_4",
+    "qkt_qdense2_0",  # its second layer on three byte planes (an 18-bit grid)
     "qkt_qconv2d_conversion",
     "zoo_qkeras_jettagging",
     "zoo_unsw_nb15_mlp_w2a2",

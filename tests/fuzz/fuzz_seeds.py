@@ -417,6 +417,8 @@ def _prepared_seeds(integer: bool) -> list[tuple[str, bytes, dict[str, np.ndarra
         seeds.append(("integer_xnor_conv", ortquant.prepare_model(m, integer=True), feeds))
         m, feeds = _declared_input_conv()
         seeds.append(("integer_declared_input", ortquant.prepare_model(m, integer=True), feeds))
+        m, feeds = _layer_sum_chain()
+        seeds.append(("integer_layer_sums", ortquant.prepare_model(m, integer=True), feeds))
     return [(name, m.SerializeToString(), feeds) for name, m, feeds in seeds]
 
 
@@ -470,3 +472,33 @@ def _declared_input_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
     m.ir_version = IR_VERSION
     return m, {"x": rng.integers(0, 256, (1, 3, 6, 7)).astype(np.float32)}
+
+
+def _layer_sum_chain() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Conv -> Conv with no quantizer between, on power-of-two scales (QKeras-style): integer mode lowers the second
+    layer on the grid of the first one's sum (read per tensor from per-channel weight scales, 19 bits: three byte
+    planes), which no models/ network has."""
+    rng = np.random.default_rng(5)
+    q = "qonnx.custom_op.general"
+
+    def c(name: str, v: object) -> onnx.TensorProto:
+        return numpy_helper.from_array(np.asarray(v, np.float32), name)
+
+    inits = [
+        c("as", 0.125), c("z", 0.0), c("b4", 4.0), c("ws1", 2.0 ** rng.integers(-4, -1, (4, 1, 1, 1))), c("ws2", 0.5),
+        c("w1", rng.uniform(-1, 1, (4, 64, 3, 3))), c("w2", rng.uniform(-4, 4, (3, 4, 3, 3))),
+    ]  # fmt: skip
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "z", "b4"], ["xq"], name="quant_x", domain=q, signed=0),
+        helper.make_node("Quant", ["w1", "ws1", "z", "b4"], ["w1q"], name="quant_w1", domain=q, signed=1, narrow=1),
+        helper.make_node("Quant", ["w2", "ws2", "z", "b4"], ["w2q"], name="quant_w2", domain=q, signed=1, narrow=1),
+        helper.make_node("Conv", ["xq", "w1q"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["c1", "w2q"], ["y"], name="conv2", pads=[0, 1, 0, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "layer_sums", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 5, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
+    m.ir_version = IR_VERSION
+    return m, {"x": rng.uniform(-0.2, 2.2, (1, 64, 5, 6)).astype(np.float32)}

@@ -621,3 +621,30 @@ def test_wide_binary_weights_stay_on_the_engine():
         kernels.qgemm(x, w, s, b, kernel="bitserial", scale=0.01, **act)
     got = kernels.qgemm(x, w, s, b, scale=0.01, **act)
     np.testing.assert_array_equal(got.view(np.uint32), ref.qgemm(x, w, s, b, scale=0.01, **act).view(np.uint32))
+
+
+# Power-of-two scales and float32 biases (QKeras / hls4ml layers): the float output's rescale runs in float32
+# (Exact32: one fused multiply-add of the exact sum), which must give the float64 formula's bits. The biases put
+# many results on float32 rounding ties (B = 2^14 + k / 2^9 with S = 2^-10: the sum's last bit is half an ulp) and
+# large sums against small ones; one channel keeps a scale that is not a power of two (the float64 loop beside).
+@pytest.mark.parametrize("case", range(len(CONV_CASES)))
+@pytest.mark.parametrize(
+    "act", [{"bits": 4, "signed": True}, {"bits": 6, "signed": False}, {"bits": 8, "signed": True}]
+)
+def test_qconv_power_of_two_rescale_matches_float64_formula(isa, case, act):
+    xs, (m, kh, kw), st, pa, di, group = CONV_CASES[case]
+    rng = np.random.default_rng(200 + case)
+    x = (rng.standard_normal(xs) * 0.6).astype(np.float32)
+    w = rng.integers(-128, 128, (m, xs[1] // group, kh, kw)).astype(np.int8)
+    s = 2.0 ** rng.integers(-14, -6, m).astype(np.float64)
+    s[m // 2] = 2.0**-10
+    ties = np.float64(2.0**14) + rng.integers(-64, 64, m) / 512.0  # float32 values whose ulp is 2^-9
+    b = np.where(np.arange(m) % 3 == 0, ties, rng.standard_normal(m).astype(np.float32).astype(np.float64))
+    b[1] = 0.0
+    s[-1] = 0.0123  # not a power of two: this channel stays on the float64 loop
+    for relu in (False, True):
+        for kernel in ("auto", "scalar"):
+            got = kernels.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu,
+                                kernel=kernel, scale=0.125, **act)  # fmt: skip
+            want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, scale=0.125, **act)
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

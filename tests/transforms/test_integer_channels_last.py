@@ -19,14 +19,17 @@ Q = "qonnx.custom_op.general"
 
 
 def _model(c: int, h: int, w: int, m: int, *, k: int = 3, group: int = 1, leaky: bool = False, binary: bool = False,
-           perm: tuple[int, ...] = (0, 2, 3, 1), extra_reader: bool = False) -> onnx.ModelProto:  # fmt: skip
+           perm: tuple[int, ...] = (0, 2, 3, 1), extra_reader: bool = False,
+           pow2: bool = False) -> onnx.ModelProto:  # fmt: skip
     rng = np.random.default_rng(c * 100 + m)
     wt = (rng.standard_normal((m, c // group, k, k)) * 0.4).astype(np.float32)
     bits = 1.0 if binary else 4.0
+    # pow2: power-of-two weight scales (QKeras): the rescale runs in float32 (Exact32)
+    ws = 2.0 ** rng.integers(-6, -3, (m, 1, 1, 1)) if pow2 else 0.02 + rng.random((m, 1, 1, 1)) * 0.05
     inits = [
         _init("as", 0.0625), _init("az", 0.0), _init("ab", 1.0 if binary else 4.0),
         _init("w", np.sign(wt) if binary else wt),
-        _init("ws", 0.03 if binary else (0.02 + rng.random((m, 1, 1, 1)) * 0.05)),
+        _init("ws", 0.03 if binary else ws),
         _init("wz", 0.0), _init("wb", bits), _init("cb", (rng.standard_normal(m) * 0.2).astype(np.float32)),
     ]  # fmt: skip
     if binary:
@@ -86,6 +89,8 @@ CASES = {
     "two-channels": (dict(c=4, h=9, w=37, m=2, k=1), 1),
     "two-channels-leaky": (dict(c=4, h=20, w=600, m=2, k=1, leaky=True), 1),
     "groups": (dict(c=8, h=10, w=21, m=16, group=2), 2),
+    "pow2-scales": (dict(c=8, h=9, w=37, m=16, pow2=True), 2),
+    "pow2-scales-bands": (dict(c=4, h=130, w=128, m=16, k=1, pow2=True), 1),
 }
 
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "core/checked.h"
@@ -284,6 +285,42 @@ void rescale_wide(const int32_t* acc, int nplanes, int64_t plane_stride, float* 
       acc, nplanes, plane_stride, out, outer, channels, inner, corr, s, b, relu);
 }
 
+std::vector<Exact32> exact32_coeffs(const int64_t* corr, const double* s, const double* b, const int64_t* bound,
+                                    int64_t n) {
+  std::vector<Exact32> out(static_cast<size_t>(n));
+  constexpr int64_t kLim = int64_t{1} << 24;
+  const double fmin = std::numeric_limits<float>::min(), fmax = std::numeric_limits<float>::max();
+  for (int64_t j = 0; j < n; ++j) {
+    const double sj = s[j], bj = b[j];
+    const int64_t cj = corr[j];
+    int e = 0;
+    if (!(std::isfinite(sj) && sj >= fmin && sj <= fmax && std::frexp(sj, &e) == 0.5)) continue;  // a power of two
+    if (!(std::isfinite(bj) && std::fabs(bj) <= fmax && static_cast<double>(static_cast<float>(bj)) == bj)) continue;
+    if (cj < -kLim || cj > kLim || bound[j] < 0 || bound[j] > kLim - (cj < 0 ? -cj : cj)) continue;
+    // Every value v * S + B is a multiple of g (S, and the last bit of B's 24-bit significand) and at most m in
+    // magnitude: float64 holds it exactly when m / g < 2^53 (2^52 here: m itself may be rounded up or down).
+    double g = sj;
+    if (bj != 0.0) {
+      int eb = 0;
+      std::frexp(bj, &eb);
+      g = std::min(g, std::ldexp(1.0, std::max(eb - 24, -149)));
+    }
+    if (g < fmin) continue;  // a subnormal result possible
+    const double m = static_cast<double>(bound[j] + (cj < 0 ? -cj : cj)) * sj + std::fabs(bj);
+    if (!(m / g < 0x1p52)) continue;
+    out[static_cast<size_t>(j)] = {static_cast<float>(sj), static_cast<float>(bj), static_cast<int32_t>(cj), true};
+  }
+  return out;
+}
+
+void rescale_grid_exact32(const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
+                          int64_t width, const Exact32* e, bool relu) {
+  for (int64_t j = 0; j < channels; ++j)
+    if (!e[j].ok) throw Error("rescale_grid_exact32: channel " + std::to_string(j) + " has no exact float32 rescale");
+  select_isa(&scalar::rescale_grid_exact32_isa, &avx2::rescale_grid_exact32_isa, &avx512::rescale_grid_exact32_isa)(
+      acc, stride, out, channels, rows, width, e, relu);
+}
+
 int64_t off_grid(const ActQuant& a, const float* x, int64_t n) {
   const double s = a.scale, z = a.zeropt;
   for (int64_t i = 0; i < n; ++i) {
@@ -381,6 +418,8 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, m, k);
+  exact32_ = exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), m);
+  any_exact32_ = std::any_of(exact32_.begin(), exact32_.end(), [](const Exact32& e) { return e.ok; });
   if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.group == 1 && cg <= kSmallK && !act_.wide &&
       a.pt == 0 && a.pl == 0 && a.pb == 0 && a.pr == 0)
     small_w_.assign(w, w + m * cg);
@@ -643,6 +682,8 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
 void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
                  int64_t rows, int64_t width) const {
   const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
+  const auto exact32_fn = select_isa(&scalar::rescale_grid_exact32_isa, &avx2::rescale_grid_exact32_isa,
+                                     &avx512::rescale_grid_exact32_isa);
   if (out.channels_last) {
     // Pieces of kPix pixels of a row: every channel's values rescaled into a buffer [channels][kPix], then stored
     // pixel by pixel, the channels of a pixel contiguous (whole cache lines, not one float per line per channel).
@@ -659,8 +700,9 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
         const int64_t n = std::min(kPix, width - c0);
         for (int64_t j = j0; j < j0 + channels; ++j) {
           float* bj = buf + (j - j0) * kPix;
-          grid_fn(acc + ((j - j0) * rows + r) * stride + c0, stride, bj, 1, 1, n, corr_.data() + j, s_.data() + j,
-                  b_.data() + j, relu_);
+          const int32_t* aj = acc + ((j - j0) * rows + r) * stride + c0;
+          if (exact32_[static_cast<size_t>(j)].ok) exact32_fn(aj, stride, bj, 1, 1, n, exact32_.data() + j, relu_);
+          else grid_fn(aj, stride, bj, 1, 1, n, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
           if (leaky_) leaky_relu_inplace(bj, n, *leaky_);
         }
         store_cl(buf, kPix, channels, n, out.y + (b * ohw + p0 + r * width + c0) * m_ + j0, m_);
@@ -668,8 +710,21 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
     return;
   }
   if (out.codes == nullptr) {
-    grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0, b_.data() + j0,
-            relu_);
+    if (!any_exact32_) {
+      grid_fn(acc, stride, out.y + at, channels, rows, width, corr_.data() + j0, s_.data() + j0, b_.data() + j0,
+              relu_);
+    } else {
+      for (int64_t j = j0, end = j0 + channels; j < end;) {  // runs of channels: float32 where exact (Exact32)
+        const bool ok = exact32_[static_cast<size_t>(j)].ok;
+        int64_t k = j + 1;
+        while (k < end && exact32_[static_cast<size_t>(k)].ok == ok) ++k;
+        const int32_t* aj = acc + (j - j0) * rows * stride;
+        float* yj = out.y + at + (j - j0) * rows * width;
+        if (ok) exact32_fn(aj, stride, yj, k - j, rows, width, exact32_.data() + j, relu_);
+        else grid_fn(aj, stride, yj, k - j, rows, width, corr_.data() + j, s_.data() + j, b_.data() + j, relu_);
+        j = k;
+      }
+    }
     if (leaky_) leaky_relu_inplace(out.y + at, channels * rows * width, *leaky_);  // the rows just written
     if (out.resid != nullptr) add_residual(out.y + at, out.resid + at, channels * rows * width, out.resid_relu);
     return;

@@ -88,6 +88,25 @@ void quantize_wide(const ActQuant& a, const float* x, int8_t* planes, int64_t n)
 void rescale_wide(const int32_t* acc, int nplanes, int64_t plane_stride, float* out, int64_t outer, int64_t channels,
                   int64_t inner, const int64_t* corr, const double* s, const double* b, bool relu = false);
 
+// One output channel's float32 form of rescale(): exact (ok) when y = float32(double(acc + corr) * S + B) equals
+// fma(float32(acc + c), s, b) (one float32 rounding of the exact value) for every |acc| within the channel's bound:
+// S a power of two in float32's normal range (s = S), B a float32 value (b = B), |acc| + |corr| <= 2^24 (so
+// acc + c is exact in int32 and in float32, c = corr), and the exact value v * S + B held by float64 (its bits span
+// at most 53) with no subnormal float32 result (every nonzero one a multiple of at least 2^-126). Then the float64
+// formula rounds once too, the same value: same bits. QKeras' and hls4ml's layers (power-of-two scales) have it.
+struct Exact32 {
+  float s = 0.f, b = 0.f;
+  int32_t c = 0;
+  bool ok = false;
+};
+std::vector<Exact32> exact32_coeffs(const int64_t* corr, const double* s, const double* b, const int64_t* bound,
+                                    int64_t n);
+// rescale_grid (conv::Conv2d::RawSink's layout) for channels whose Exact32 is all ok: channel j, row r, column p
+// writes out[(j * rows + r) * width + p] = fma(float32(acc[(j * rows + r) * stride + p] + e[j].c), e[j].s, e[j].b),
+// then with relu y < 0 ? 0 : y. The same bits as the float64 formula (Exact32), in float32 vectors.
+void rescale_grid_exact32(const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
+                          int64_t width, const Exact32* e, bool relu);
+
 // out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]), then with relu
 // y < 0 ? 0 : y.
 void rescale(const int32_t* acc, float* out, int64_t outer, int64_t channels, int64_t inner, const int64_t* corr,
@@ -227,6 +246,8 @@ class QConv {
   std::vector<double> s_, b_;
   std::vector<int64_t> corr_;
   std::vector<int64_t> acc_bound_;  // per channel: 128 * sum |w|, a bound on the engine's |acc| (codes epilogue)
+  std::vector<Exact32> exact32_;    // per channel: the float32 rescale of float outputs where it is exact
+  bool any_exact32_ = false;
   // A 1x1, stride-1, unpadded, ungrouped layer of at most kSmallK input channels: its weight codes [m][cg]. With the
   // engine kernel left to the layer (kAuto), run_small_k computes the sums straight (small_k_sums_isa) instead of
   // packing a GEMM whose every step would be a single reduction group.

@@ -16,6 +16,9 @@ ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
 ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu))
+ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_exact32_isa,
+                        (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
+                         int64_t width, const Exact32* e, bool relu))
 // The codes of a RawSink grid's rescaled values: codes[(j * rows + r) * width + p] = quantize_codes(q, y) of
 // y = float32(double(acc[(j * rows + r) * stride + p] + corr[j]) * s[j] + b[j]) (then leaky: y >= 0 ? y :
 // float32(*leaky * y); resid: y = float32(y + resid[same index as the code]); relu: y < 0 ? 0 : y), without storing

@@ -648,3 +648,29 @@ def test_qconv_power_of_two_rescale_matches_float64_formula(isa, case, act):
                                 kernel=kernel, scale=0.125, **act)  # fmt: skip
             want = ref.qconv(x, w, s, b, strides=st, pads=pa, dilations=di, group=group, relu=relu, scale=0.125, **act)
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+@pytest.mark.parametrize("all_pow2", [True, False])
+def test_qgemm_power_of_two_rescale_matches_float64_formula(isa, kernel, all_pow2):
+    """The dense layer's float32 rescale (every channel's Exact32 ok; one channel that is not keeps the whole layer
+    on the float64 loop): the float64 formula's bits, rounding ties included, with and without relu."""
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(31)
+    rows, k, n = 7, 200, 37
+    x = (rng.standard_normal((rows, k)) * 0.7).astype(np.float32)
+    w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    s = 2.0 ** rng.integers(-14, -6, n).astype(np.float64)
+    b = np.where(np.arange(n) % 2 == 0, 2.0**14 + rng.integers(-64, 64, n) / 512.0, rng.standard_normal(n))
+    b = b.astype(np.float32).astype(np.float64)
+    if not all_pow2:
+        s[5] = 0.0123
+    for relu in (False, True):
+        # signed 4-bit: stored codes shifted (offset -8), so the correction term is not 0
+        for act in ({"bits": 4, "signed": True}, {"bits": 6, "signed": False}, {"bits": 8, "signed": True}):
+            got = kernels.qgemm(x, w, s, b, kernel=kernel, relu=relu, scale=0.25, **act)
+            want = ref.qgemm(x, w, s, b, relu=relu, scale=0.25, **act)
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

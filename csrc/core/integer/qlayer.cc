@@ -321,6 +321,12 @@ void rescale_grid_exact32(const int32_t* acc, int64_t stride, float* out, int64_
       acc, stride, out, channels, rows, width, e, relu);
 }
 
+void rescale_rows_exact32(const int32_t* acc, float* out, int64_t rows, int64_t n, const int32_t* c, const float* s,
+                          const float* b, bool relu) {
+  select_isa(&scalar::rescale_rows_exact32_isa, &avx2::rescale_rows_exact32_isa, &avx512::rescale_rows_exact32_isa)(
+      acc, out, rows, n, c, s, b, relu);
+}
+
 int64_t off_grid(const ActQuant& a, const float* x, int64_t n) {
   const double s = a.scale, z = a.zeropt;
   for (int64_t i = 0; i < n; ++i) {
@@ -419,6 +425,7 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, m, k);
   exact32_ = exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), m);
+  if (act_.wide) exact32_.assign(exact32_.size(), Exact32{});  // byte planes: their own float64 combination
   any_exact32_ = std::any_of(exact32_.begin(), exact32_.end(), [](const Exact32& e) { return e.ok; });
   if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.group == 1 && cg <= kSmallK && !act_.wide &&
       a.pt == 0 && a.pl == 0 && a.pb == 0 && a.pr == 0)
@@ -1015,6 +1022,19 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
   acc_bound_ = acc_bounds(w, n, k);
   if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(n), 0);
+  const std::vector<Exact32> e = exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), n);
+  if (!act_.wide && std::all_of(e.begin(), e.end(), [](const Exact32& x) { return x.ok; })) {
+    for (const Exact32& x : e) {
+      e_c_.push_back(x.c);
+      e_s_.push_back(x.s);
+      e_b_.push_back(x.b);
+    }
+  }
+}
+
+void QGemm::rescale_rows(const int32_t* acc, int64_t rows, float* out) const {
+  if (!e_c_.empty()) return rescale_rows_exact32(acc, out, rows, n_, e_c_.data(), e_s_.data(), e_b_.data(), relu_);
+  rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 
 void QGemm::set_output_quant(const ActQuant& q) {
@@ -1044,7 +1064,7 @@ void QGemm::run_planes(const float* x, int64_t rows, float* out, const gemm::Par
   parallel_ranges(par, rows, 4, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) plane_dot(bits + r * words, planes_, plane_size, *xnor_, 0, acc + r * n_, 1);
   });
-  rescale(acc, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
+  rescale_rows(acc, rows, out);
 }
 
 // A wide activation: the int8 engine on each byte plane with the same packed weights, combined in rescale_wide.
@@ -1094,7 +1114,7 @@ void QGemm::run(In in, int64_t rows, Out out, const gemm::Parallel& par, gemm::K
   if (out.codes != nullptr)
     rescale_codes_rows(acc, rows, n_, out.codes, corr_.data(), s_.data(), b_.data(), relu_, *out_q_, &out_fast_);
   else
-    rescale(acc, out.y, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
+    rescale_rows(acc, rows, out.y);
 }
 
 }  // namespace ortquant::integer

@@ -101,6 +101,10 @@ struct Exact32 {
 };
 std::vector<Exact32> exact32_coeffs(const int64_t* corr, const double* s, const double* b, const int64_t* bound,
                                     int64_t n);
+// rescale() of [rows][n] sums (inner 1) for channels whose Exact32 is all ok, from its parts as channel arrays:
+// out[r * n + j] = fma(float32(acc[r * n + j] + c[j]), s[j], b[j]), then with relu y < 0 ? 0 : y.
+void rescale_rows_exact32(const int32_t* acc, float* out, int64_t rows, int64_t n, const int32_t* c, const float* s,
+                          const float* b, bool relu);
 // rescale_grid (conv::Conv2d::RawSink's layout) for channels whose Exact32 is all ok: channel j, row r, column p
 // writes out[(j * rows + r) * width + p] = fma(float32(acc[(j * rows + r) * stride + p] + e[j].c), e[j].s, e[j].b),
 // then with relu y < 0 ? 0 : y. The same bits as the float64 formula (Exact32), in float32 vectors.
@@ -321,6 +325,11 @@ class QGemm {
   int planes_ = 0;
   std::vector<int64_t> zero_corr_;
   std::vector<int64_t> acc_bound_;  // per channel: 128 * sum |w| (as QConv's)
+  // Every channel's Exact32 ok: float outputs rescaled in float32 from these (channel arrays, the vector loop's
+  // operands); empty otherwise.
+  std::vector<int32_t> e_c_;
+  std::vector<float> e_s_, e_b_;
+  void rescale_rows(const int32_t* acc, int64_t rows, float* out) const;  // the float output's rescale
   std::optional<ActQuant> out_q_;   // set_output_quant, with out_fast_
   CodesFastRows out_fast_;
   void run_values(const float* x, int64_t rows, float* out, const gemm::Parallel& par, gemm::Kernel kernel) const;

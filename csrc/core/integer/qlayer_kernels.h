@@ -16,6 +16,9 @@ ORTQUANT_DECLARE_ISA_FN(void, rescale_isa,
 ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const int64_t* corr, const double* s, const double* b, bool relu))
+ORTQUANT_DECLARE_ISA_FN(void, rescale_rows_exact32_isa,
+                        (const int32_t* acc, float* out, int64_t rows, int64_t n, const int32_t* c, const float* s,
+                         const float* b, bool relu))
 ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_exact32_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const Exact32* e, bool relu))

@@ -422,6 +422,20 @@ def _prepared_seeds(integer: bool) -> list[tuple[str, bytes, dict[str, np.ndarra
     return [(name, m.SerializeToString(), feeds) for name, m, feeds in seeds]
 
 
+def _x_to_y(
+    nodes: list[onnx.NodeProto], inits: list[onnx.TensorProto], name: str, x_shape: list[int]
+) -> onnx.ModelProto:
+    """A hand-written seed's model: float input x of ``x_shape``, output y, the standard and QONNX opsets."""
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+    )  # fmt: skip
+    qonnx = "qonnx.custom_op.general"
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(qonnx, 1)])
+    m.ir_version = IR_VERSION
+    return m
+
+
 def _xnor_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """A 1-bit convolution (BipolarQuant activation and weights, padded, grouped): integer mode runs it on the
     XNOR-popcount path, which no models/ network has for a convolution."""
@@ -437,12 +451,7 @@ def _xnor_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         helper.make_node("BipolarQuant", ["w", "sw"], ["wq"], name="bq_w", domain=q),
         helper.make_node("Conv", ["xq", "wq"], ["y"], name="conv", pads=[1, 0, 1, 2], group=2, strides=[1, 2]),
     ]
-    graph = helper.make_graph(
-        nodes, "xnor_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 7, 9])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
-    )  # fmt: skip
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
-    m.ir_version = IR_VERSION
+    m = _x_to_y(nodes, inits, "xnor_conv", [1, 8, 7, 9])
     return m, {"x": rng.standard_normal((1, 8, 7, 9)).astype(np.float32)}
 
 
@@ -461,16 +470,11 @@ def _declared_input_conv() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="quant_w", domain=q, signed=1, narrow=1),
         helper.make_node("Conv", ["x", "wq"], ["y"], name="conv", pads=[1, 1, 1, 1]),
     ]
-    graph = helper.make_graph(
-        nodes, "declared_input_conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
-    )  # fmt: skip
-    a = graph.quantization_annotation.add()
+    m = _x_to_y(nodes, inits, "declared_input_conv", [1, 3, 6, 7])
+    a = m.graph.quantization_annotation.add()
     a.tensor_name = "x"
     kv = a.quant_parameter_tensor_names.add()
     kv.key, kv.value = "finn_datatype", "UINT8"
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
-    m.ir_version = IR_VERSION
     return m, {"x": rng.integers(0, 256, (1, 3, 6, 7)).astype(np.float32)}
 
 
@@ -495,10 +499,5 @@ def _layer_sum_chain() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
         helper.make_node("Conv", ["xq", "w1q"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
         helper.make_node("Conv", ["c1", "w2q"], ["y"], name="conv2", pads=[0, 1, 0, 1]),
     ]
-    graph = helper.make_graph(
-        nodes, "layer_sums", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 5, 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
-    )  # fmt: skip
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(q, 1)])
-    m.ir_version = IR_VERSION
+    m = _x_to_y(nodes, inits, "layer_sums", [1, 64, 5, 6])
     return m, {"x": rng.uniform(-0.2, 2.2, (1, 64, 5, 6)).astype(np.float32)}

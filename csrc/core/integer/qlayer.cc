@@ -240,8 +240,9 @@ ActQuant make_act_quant(float scale, float zeropt, int64_t bits, bool is_signed,
   const int64_t lo0 = std::min<int64_t>(vmin, 0), hi0 = std::max<int64_t>(vmax, 0);
   if (hi0 - lo0 > 2 * half - 1)
     throw Error("the " + std::to_string(bits) + "-bit activation's values q - z in [" + std::to_string(vmin) + ", " +
-                std::to_string(vmax) + "] and 0 span " + std::to_string(hi0 - lo0 + 1) + " levels; integer mode takes at most " +
-                std::to_string(2 * half) + " (a zero point inside the quantizer's range)");
+                std::to_string(vmax) + "] and 0 span " + std::to_string(hi0 - lo0 + 1) +
+                " levels; integer mode takes at most " + std::to_string(2 * half) +
+                " (a zero point inside the quantizer's range)");
   a.wide = true;
   a.planes = planes;
   a.offset = (lo0 >= -half && hi0 <= half - 1) ? 0 : static_cast<int32_t>(lo0 + half);
@@ -311,14 +312,6 @@ std::vector<Exact32> exact32_coeffs(const int64_t* corr, const double* s, const 
     out[static_cast<size_t>(j)] = {static_cast<float>(sj), static_cast<float>(bj), static_cast<int32_t>(cj), true};
   }
   return out;
-}
-
-void rescale_grid_exact32(const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
-                          int64_t width, const Exact32* e, bool relu) {
-  for (int64_t j = 0; j < channels; ++j)
-    if (!e[j].ok) throw Error("rescale_grid_exact32: channel " + std::to_string(j) + " has no exact float32 rescale");
-  select_isa(&scalar::rescale_grid_exact32_isa, &avx2::rescale_grid_exact32_isa, &avx512::rescale_grid_exact32_isa)(
-      acc, stride, out, channels, rows, width, e, relu);
 }
 
 void rescale_rows_exact32(const int32_t* acc, float* out, int64_t rows, int64_t n, const int32_t* c, const float* s,
@@ -424,8 +417,9 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   corr_ = row_sums(w, m, k);
   for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, m, k);
-  exact32_ = exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), m);
-  if (act_.wide) exact32_.assign(exact32_.size(), Exact32{});  // byte planes: their own float64 combination
+  // byte planes (wide) combine their sums in float64 themselves: no float32 rescale
+  exact32_ = act_.wide ? std::vector<Exact32>(static_cast<size_t>(m))
+                       : exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), m);
   any_exact32_ = std::any_of(exact32_.begin(), exact32_.end(), [](const Exact32& e) { return e.ok; });
   if (a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.group == 1 && cg <= kSmallK && !act_.wide &&
       a.pt == 0 && a.pl == 0 && a.pb == 0 && a.pr == 0)
@@ -923,12 +917,8 @@ void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* ou
     const int64_t h = xs[2], w = xs[3], hp = h + a_.pt + a_.pb, wp = w + a_.pl + a_.pr;
     const int64_t planes = checked_mul(xs[0], xs[1]), size = checked_mul(planes, checked_mul(hp, wp));
     int8_t* padded = scratch(t_padded, checked_mul(size, np));
-    // the padding's stored value c = -offset in the planes' layout (quantize_wide_mode)
-    const int32_t c = -act_.offset, k_low = int32_t{1} << (8 * (np - 1)), low = c & (k_low - 1);
-    for (int p = 0; p < np; ++p) {
-      const int32_t byte = p == 0 ? (c - low) / k_low : ((low >> (8 * (np - 1 - p))) & 255) - 128;
-      pad_codes(codes + p * n_in, planes, h, w, a_, static_cast<int8_t>(byte), padded + p * size);
-    }
+    for (int p = 0; p < np; ++p)  // each plane padded with its byte of the padding's stored value -offset
+      pad_codes(codes + p * n_in, planes, h, w, a_, wide_byte(-act_.offset, np, p), padded + p * size);
     in = padded;
     in_stride = size;
     es = {xs[0], xs[1], hp, wp};
@@ -1077,7 +1067,8 @@ void QGemm::run_wide(const float* x, int64_t rows, float* out, const gemm::Paral
   gemm::Epilogue ep;
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = -1;
-  for (int p = 0; p < np; ++p) gemm::gemm_rows(codes + p * n_in, rows, k_, packed_, ep, acc + p * n_out, n_, par, kernel);
+  for (int p = 0; p < np; ++p)
+    gemm::gemm_rows(codes + p * n_in, rows, k_, packed_, ep, acc + p * n_out, n_, par, kernel);
   rescale_wide(acc, np, n_out, out, rows, n_, 1, corr_.data(), s_.data(), b_.data(), relu_);
 }
 

@@ -52,6 +52,14 @@ struct ActQuant {
 // (0 for a quantizer of at most 8 bits).
 inline int64_t wide_lift(const ActQuant& a) { return a.planes == 3 ? 128 + 256 * 128 : a.planes == 2 ? 128 : 0; }
 
+// Byte p (0: the highest) of a wide quantizer's stored value c on `planes` byte planes, as the plane stores it:
+// the highest floor(c / 256^(planes - 1)) as is, every lower byte minus 128 (ActQuant::wide).
+inline int8_t wide_byte(int32_t c, int planes, int p) {
+  const int32_t k_low = int32_t{1} << (8 * (planes - 1)), low = c & (k_low - 1);  // c = k_low * h + low, exactly
+  if (p == 0) return static_cast<int8_t>((c - low) / k_low);
+  return static_cast<int8_t>(static_cast<int32_t>((static_cast<uint32_t>(low) >> (8 * (planes - 1 - p))) & 255u) - 128);
+}
+
 // Validates and builds the quantizer of QONNX Quant(scale, zeropt, bits, signed, narrow, mode) (signed 1-bit is
 // the bipolar case), or of BipolarQuant(scale) when `bipolar` (bits, signed, narrow, zeropt ignored and z = 0).
 // Throws Error unless scale is finite and > 0, zeropt an integer of magnitude <= 65536, 1 <= bits <= 24, and (9 to
@@ -92,7 +100,7 @@ void rescale_wide(const int32_t* acc, int nplanes, int64_t plane_stride, float* 
 // fma(float32(acc + c), s, b) (one float32 rounding of the exact value) for every |acc| within the channel's bound:
 // S a power of two in float32's normal range (s = S), B a float32 value (b = B), |acc| + |corr| <= 2^24 (so
 // acc + c is exact in int32 and in float32, c = corr), and the exact value v * S + B held by float64 (its bits span
-// at most 53) with no subnormal float32 result (every nonzero one a multiple of at least 2^-126). Then the float64
+// at most 52, a margin on 53) with no subnormal float32 result (every nonzero one a multiple of at least 2^-126). Then the float64
 // formula rounds once too, the same value: same bits. QKeras' and hls4ml's layers (power-of-two scales) have it.
 struct Exact32 {
   float s = 0.f, b = 0.f;
@@ -105,11 +113,6 @@ std::vector<Exact32> exact32_coeffs(const int64_t* corr, const double* s, const 
 // out[r * n + j] = fma(float32(acc[r * n + j] + c[j]), s[j], b[j]), then with relu y < 0 ? 0 : y.
 void rescale_rows_exact32(const int32_t* acc, float* out, int64_t rows, int64_t n, const int32_t* c, const float* s,
                           const float* b, bool relu);
-// rescale_grid (conv::Conv2d::RawSink's layout) for channels whose Exact32 is all ok: channel j, row r, column p
-// writes out[(j * rows + r) * width + p] = fma(float32(acc[(j * rows + r) * stride + p] + e[j].c), e[j].s, e[j].b),
-// then with relu y < 0 ? 0 : y. The same bits as the float64 formula (Exact32), in float32 vectors.
-void rescale_grid_exact32(const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
-                          int64_t width, const Exact32* e, bool relu);
 
 // out[(o * channels + j) * inner + p] = float32(double(acc[same] + corr[j]) * S[j] + B[j]), then with relu
 // y < 0 ? 0 : y.

@@ -19,6 +19,9 @@ ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_isa,
 ORTQUANT_DECLARE_ISA_FN(void, rescale_rows_exact32_isa,
                         (const int32_t* acc, float* out, int64_t rows, int64_t n, const int32_t* c, const float* s,
                          const float* b, bool relu))
+// rescale_grid_isa's layout for channels whose Exact32 (qlayer.h) is ok: out[(j * rows + r) * width + p] =
+// fma(float32(acc[(j * rows + r) * stride + p] + e[j].c), e[j].s, e[j].b), then with relu y < 0 ? 0 : y; the same
+// bits as the float64 formula.
 ORTQUANT_DECLARE_ISA_FN(void, rescale_grid_exact32_isa,
                         (const int32_t* acc, int64_t stride, float* out, int64_t channels, int64_t rows,
                          int64_t width, const Exact32* e, bool relu))

@@ -235,6 +235,10 @@ def test_maxpool_codes_matches_numpy():
         ((1, 2, 7, 40), (3, 2)),
         ((1, 1, 10, 9), (1, 3)),
         ((1, 2, 18, 4), (9, 1)),
+        # Short rows: 6 and 7 outputs (a 4-output step and a tail of 2 or 3), 3 outputs (the tail alone).
+        ((1, 3, 12, 12), (2, 2)),
+        ((2, 2, 9, 14), (3, 2)),
+        ((2, 5, 6, 6), (2, 2)),
     ]:
         g = helper.make_graph(
             [helper.make_node("MaxPoolCodes", ["x"], ["y"], domain="ortquant.integer", kernel_shape=list(k))],

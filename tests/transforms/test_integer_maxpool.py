@@ -60,6 +60,11 @@ def _want(x: np.ndarray, p: dict[str, np.ndarray], k: list[int], window: list[in
         ([3, 4, 11, 13], [2, 2]),  # odd sizes: the last row and column are dropped (floor)
         ([1, 8, 9, 22], [3, 2]),  # 3-row windows, 11 outputs per row (SSE2 steps and a scalar tail)
         ([2, 4, 10, 9], [2, 3]),  # 3-wide windows: the scalar loop
+        # Small planes (float32 values pooled, then quantized): rows of 6, 3 and 5 outputs end in the 2- and
+        # 1-output vector steps.
+        ([1, 4, 12, 12], [2, 2]),
+        ([2, 4, 6, 6], [2, 2]),
+        ([1, 4, 9, 11], [3, 2]),
     ],
 )
 def test_fused_2d_pool_matches_the_reference(x_shape, window):
@@ -133,3 +138,33 @@ def test_a_malformed_pool_attribute_is_refused_by_name(bad):
     node.attribute.extend([*attrs, helper.make_attribute("pool", bad)])
     with pytest.raises(Exception, match=r"attribute 'pool' must be 2 window sizes \[pH, pW\] in 1\.\.65536"):
         ortquant.InferenceSession(prepared)
+
+
+_PATH_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, sys.argv[1])
+import test_integer_maxpool as t
+import ortquant
+for shape, window in [([2, 4, 12, 16], [2, 2]), ([1, 8, 9, 22], [3, 2]), ([1, 4, 12, 12], [2, 2]),
+                      ([2, 4, 6, 6], [2, 2]), ([1, 4, 9, 11], [3, 2]), ([2, 4, 10, 9], [2, 3])]:
+    m, p = t._model(shape, [3, 3], {"kernel_shape": window, "strides": window})
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, t._want(x, p, [3, 3], window))
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", ortquant.kernels.supported_isas())
+def test_fused_pool_on_every_path(isa: str) -> None:
+    """The pooled rows' vector steps and tails with the op library on each ISA path (ORTQUANT_ISA in a fresh
+    process: the scalar path pools without vectors)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "ORTQUANT_ISA": isa}
+    run = subprocess.run([sys.executable, "-c", _PATH_SCRIPT, str(Path(__file__).resolve().parent)],
+                         capture_output=True, text=True, env=env, timeout=600, check=False)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

@@ -43,6 +43,22 @@ int64_t pool_row_w2_sse2(const float* const* r, int64_t ph, int64_t ow, float* y
     const __m128 odd = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
     _mm_storeu_ps(y + j, _mm_max_ps(even, odd));
   }
+  // The short rows of small images: 2 outputs from 4 floats of each window row, then 1 from 2 (no scalar chain).
+  if (j + 2 <= ow) {
+    __m128 v = _mm_loadu_ps(r[0] + 2 * j);
+    for (int64_t a = 1; a < ph; ++a) v = _mm_max_ps(v, _mm_loadu_ps(r[a] + 2 * j));
+    const __m128 even = _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m128 odd = _mm_shuffle_ps(v, v, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm_storel_pi(reinterpret_cast<__m64*>(y + j), _mm_max_ps(even, odd));
+    j += 2;
+  }
+  if (j < ow) {
+    __m128 v = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(r[0] + 2 * j)));
+    for (int64_t a = 1; a < ph; ++a)
+      v = _mm_max_ps(v, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(r[a] + 2 * j))));
+    _mm_store_ss(y + j, _mm_max_ss(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 1, 1, 1))));
+    ++j;
+  }
   return j;
 }
 #endif
@@ -90,6 +106,12 @@ int64_t pool_row_w2_sse2(const int8_t* const* r, int64_t ph, int64_t ow, int8_t*
     const int32_t four = _mm_cvtsi128_si32(_mm_xor_si128(_mm_packus_epi16(m, m), bias));
     std::memcpy(y + j, &four, sizeof(four));
     j += 4;
+  }
+  // The last 1-3 outputs: each the max of its window's independent byte pairs (no chain through one running max).
+  for (; j < ow; ++j) {
+    int m = std::max(r[0][2 * j], r[0][2 * j + 1]);
+    for (int64_t a = 1; a < ph; ++a) m = std::max(m, static_cast<int>(std::max(r[a][2 * j], r[a][2 * j + 1])));
+    y[j] = static_cast<int8_t>(m);
   }
   return j;
 }

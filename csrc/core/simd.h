@@ -191,6 +191,8 @@ inline simde__m512i srav_epi32(simde__m512i a, simde__m512i count) {
 #define _mm512_mask_cvtepi32_storeu_epi16(p, k, a) ortquant_simde::mask_cvtepi32_storeu<int16_t>(p, k, a)
 #define _mm512_srav_epi32(a, c) ortquant_simde::srav_epi32(a, c)
 #define _mm512_undefined_epi32() simde_mm512_setzero_si512()
+// A non-temporal store writes the same values as a plain one (only the cache hint differs).
+#define _mm512_stream_ps(p, a) simde_mm512_storeu_ps(p, a)
 // What the kernels test to choose their AVX-512 / VNNI code (SIMDe is included first: it must see the real flags).
 #if !defined(__AVX512F__)
 #define __AVX512F__ 1

@@ -91,6 +91,10 @@ CASES = {
     "groups": (dict(c=8, h=10, w=21, m=16, group=2), 2),
     "pow2-scales": (dict(c=8, h=9, w=37, m=16, pow2=True), 2),
     "pow2-scales-bands": (dict(c=4, h=130, w=128, m=16, k=1, pow2=True), 1),
+    # 16-channel transposes (AVX-512): two lines a pixel, streamed (over 1 MiB an image) with a tail of pixels; and
+    # 16 + 8 channels, not streamed.
+    "thirty-two-channels-streamed": (dict(c=4, h=65, w=131, m=32, k=1), 2),
+    "twenty-four-channels": (dict(c=8, h=5, w=23, m=24), 1),
 }
 
 
@@ -120,3 +124,31 @@ def test_channels_last_with_output_codes_is_an_error() -> None:
     m.graph.output[0].type.tensor_type.elem_type = TensorProto.INT8
     with pytest.raises(Exception, match="channels_last"):
         registered_session(m)
+
+
+_PATH_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import test_integer_channels_last as t
+for case in sys.argv[2:]:
+    kw, batch = t.CASES[case]
+    t._same_bits(t._model(**kw), batch)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", ortquant.kernels.supported_isas())
+def test_channels_last_store_on_every_path(isa: str) -> None:
+    """The store's shapes (16-channel transposes streamed or not, 8-channel ones, the pair interleave, pixel tails)
+    with the op library on each ISA path (ORTQUANT_ISA in a fresh process: the store is per ISA)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cases = ["whole-image", "bands", "twelve-channels", "two-channels", "thirty-two-channels-streamed",
+             "twenty-four-channels"]  # fmt: skip
+    env = {**os.environ, "ORTQUANT_ISA": isa}
+    run = subprocess.run([sys.executable, "-c", _PATH_SCRIPT, str(Path(__file__).resolve().parent), *cases],
+                         capture_output=True, text=True, env=env, timeout=600, check=False)  # fmt: skip
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

@@ -50,10 +50,13 @@ ORTQUANT_DECLARE_ISA_FN(void, dequantize_codes_isa, (const int8_t* codes, int32_
 // ONNX LeakyRelu in place, as onnxruntime computes it: y[i] = y[i] >= 0 ? y[i] : alpha * y[i] (float32).
 ORTQUANT_DECLARE_ISA_FN(void, leaky_relu_isa, (float* y, int64_t n, float alpha))
 // dst[i * m + j] = buf[j * ld + i] for j < channels, i < n: a [channels][ld] block of planar values stored as n
-// pixels of a channels-last tensor whose pixels are m values apart (8 x 8 transposes on AVX2 for 8 channels at a
-// time, an interleave for a pair making whole pixels).
+// pixels of a channels-last tensor whose pixels are m values apart (16 x 16 transposes on AVX-512 and 8 x 8 ones on
+// AVX2 for 16 / 8 channels at a time, an interleave for a pair making whole pixels). stream: a large output, whose
+// whole 64-byte lines (16 channels at a 64-byte aligned place, m a multiple of 16) the AVX-512 path writes with
+// non-temporal stores (no read of each line before it is written; an sfence after them); the values are the same.
 ORTQUANT_DECLARE_ISA_FN(void, store_channels_last_isa,
-                        (const float* buf, int64_t ld, int64_t channels, int64_t n, float* dst, int64_t m))
+                        (const float* buf, int64_t ld, int64_t channels, int64_t n, float* dst, int64_t m,
+                         bool stream))
 // codes[i] = t16[codes[i]] for codes in [0, 15] (the caller's to ensure): one vpshufb per 32 codes on AVX2.
 ORTQUANT_DECLARE_ISA_FN(void, map_codes16_isa, (const int8_t* t16, int8_t* codes, int64_t n))
 ORTQUANT_DECLARE_ISA_FN(void, quantize_wide_isa, (const ActQuant& a, const float* x, int8_t* planes, int64_t n))

@@ -220,8 +220,9 @@ def test_prepare_keeps_external_data_external(tmp_path):
     path = _default_domain_quant(tmp_path)
     model = onnx.load(path)
     w = np.arange(4096, dtype=np.float32).reshape(64, 64) / 4096
-    model.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
-    model.graph.node.append(onnx.helper.make_node("MatMul", ["out0", "w2"], ["mm"], name="mm"))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w[:5].copy(), "w"))  # 5 x 64: a large one
+    model.graph.node.append(onnx.helper.make_node("MatMul", ["out0", "w2"], ["mm0"], name="mm0"))
+    model.graph.node.append(onnx.helper.make_node("MatMul", ["mm0", "w"], ["mm"], name="mm"))
     model.graph.initializer.append(onnx.numpy_helper.from_array(w[:3, :5].copy(), "w2"))
     model.graph.output[0].name = "mm"
     src = tmp_path / "src"

@@ -139,7 +139,18 @@ def _infer_gemm(ctx: onnx.shape_inference.InferenceContext, elem: int = TensorPr
     if x is None or not x:
         set_output(ctx, 0, elem, None)
         return
-    set_output(ctx, 0, elem, [*x[:-1], w[0] if w is not None and len(w) == 2 else None])
+    n = w[0] if w is not None and len(w) == 2 else None
+    axis = attr(ctx, "flatten")
+    if axis is not None and axis >= 0:  # X read as Flatten(X, axis): [prod(dims before the axis), N]
+        if axis > len(x):
+            set_output(ctx, 0, elem, None)
+            return
+        outer: int | None = 1
+        for d in x[:axis]:
+            outer = outer * d if outer is not None and d is not None else None
+        set_output(ctx, 0, elem, [x[0] if axis == 1 else outer, n])
+        return
+    set_output(ctx, 0, elem, [*x[:-1], n])
 
 
 def _infer_gemm_codes(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -188,7 +199,13 @@ def ops() -> list[Op]:
         ),
         *ins[1:],
     ]
-    gemm_doc = "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K]."
+    gemm_doc = (
+        "Y[..., j] = float32(double(sum_k a(X)[..., k] * W[j, k]) * S[j] + B[j]), W [N, K]; with flatten = axis, X "
+        "is read as Flatten(X, axis) (2-D) first."
+    )
+    flatten = Attr("flatten", AttrType.INT, doc="absent: X [..., K] as it is; else an axis: X is read as ONNX "
+                   "Flatten(X, axis) would give it, [rows, K] (a Flatten or Reshape before the op, fused; "
+                   "transforms/integer_flatten.py)")  # fmt: skip
     conv_doc = (
         "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; with "
         "pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with depth_to_space "
@@ -217,10 +234,10 @@ def ops() -> list[Op]:
             Attr("strides", AttrType.INTS, doc="[sH, sW], default [1, 1]"),
             Attr("global", AttrType.INT, 0, doc="1: the window is the whole plane (GlobalAveragePool)")], (),
            _infer_avgpool_codes),
-        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR], conv_types[:1], _infer_gemm),
+        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR, flatten], conv_types[:1], _infer_gemm),
         Op("QGemmCodes", gemm_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", gemm_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, _CHECK, *_OUT_ACT, _XNOR], conv_types[:1], _infer_gemm_codes),
+           [*_ACT, _CHECK, *_OUT_ACT, _XNOR, flatten], conv_types[:1], _infer_gemm_codes),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
            ins[:1], out, [*(a for a in _ACT if a.name != "relu"), _CHECK], (), _infer_same),
         Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",

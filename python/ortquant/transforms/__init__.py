@@ -19,6 +19,7 @@ from ortquant.transforms._util import ModelError
 from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.check_trunc import check_trunc_versions
 from ortquant.transforms.declared_types import fix_declared_types
+from ortquant.transforms.drop_unused_initializers import drop_unused_initializers
 from ortquant.transforms.fold_constant_arith import fold_constant_arith
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.initializer_inputs import constant_initializers
@@ -30,6 +31,7 @@ from ortquant.transforms.integer_channels_last import fuse_integer_channels_last
 from ortquant.transforms.integer_code_flow import flow_integer_codes
 from ortquant.transforms.integer_codes import fuse_integer_codes
 from ortquant.transforms.integer_depth_to_space import fuse_integer_depth_to_space
+from ortquant.transforms.integer_flatten import fuse_integer_flatten
 from ortquant.transforms.integer_leaky_relu import fuse_integer_leaky_relu
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 from ortquant.transforms.integer_residual import fuse_integer_residual
@@ -107,8 +109,12 @@ PIPELINE: list[Transform] = [
     Transform("fuse_integer_avgpool_codes", fuse_integer_avgpool_codes, lambda o: o.integer),
     # Integer mode: a Transpose to channels-last right after a QConv writes its output in that layout.
     Transform("fuse_integer_channels_last", fuse_integer_channels_last, lambda o: o.integer),
+    # Integer mode: a Flatten (or a Reshape that flattens) read only by a QGemm: the op reads its input flattened.
+    Transform("fuse_integer_flatten", fuse_integer_flatten, lambda o: o.integer),
     # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
     Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
+    # Then the initializers no node reads any more go (onnxruntime would warn about each when loading the model).
+    Transform("drop_unused_initializers", drop_unused_initializers),
 ]
 
 

@@ -372,6 +372,10 @@ class QGemmKernel : public OpKernel {
     }
     codes_out_ = codes_op;
     act_bits_ = info.attr_int("act_bits", 8);
+    flatten_ = info.attr_int("flatten", -1);
+    if (flatten_ < -1 || flatten_ > kMaxRank)
+      throw_error("attribute 'flatten' must be an axis in 0..", kMaxRank, " (X read as Flatten(X, axis) would "
+                  "give) or absent, got ", flatten_);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -384,10 +388,23 @@ class QGemmKernel : public OpKernel {
       throw_error("input X is int8 codes but the act_* quantizer has ", act_bits_,
                   " bits (9 to 24 bits have no int8 codes); feed float32 values");
     if (x.shape.empty()) throw_error("input X must have at least 1 dimension");
-    if (x.shape.back() != gemm_->k())
-      throw_error("input X has ", x.shape.back(), " features (last dim) but W [N, K] has K = ", gemm_->k());
     Shape ys = x.shape;
-    ys.back() = gemm_->n();
+    if (flatten_ >= 0) {  // X read as Flatten(X, flatten_): [prod(dims before), prod(dims from the axis)]
+      const auto axis = static_cast<size_t>(flatten_);
+      if (axis > x.shape.size())
+        throw_error("attribute 'flatten' is axis ", flatten_, " but input X has rank ", x.shape.size(), " (shape ",
+                    shape_str(x.shape), ")");
+      const int64_t outer = shape_size(Shape(x.shape.begin(), x.shape.begin() + flatten_));
+      const int64_t inner = shape_size(Shape(x.shape.begin() + flatten_, x.shape.end()));
+      if (inner != gemm_->k())
+        throw_error("input X of shape ", shape_str(x.shape), " flattened at axis ", flatten_, " has ", inner,
+                    " features but W [N, K] has K = ", gemm_->k());
+      ys = {outer, gemm_->n()};
+    } else {
+      if (x.shape.back() != gemm_->k())
+        throw_error("input X has ", x.shape.back(), " features (last dim) but W [N, K] has K = ", gemm_->k());
+      ys.back() = gemm_->n();
+    }
     float* y = codes_out_ ? nullptr : ctx.output_as<float>(0, ys);
     int8_t* yc = codes_out_ ? ctx.output_as<int8_t>(0, ys) : nullptr;
     const int64_t rows = shape_size(x.shape) / (gemm_->k() ? gemm_->k() : 1);
@@ -403,6 +420,8 @@ class QGemmKernel : public OpKernel {
   std::string check_;  // act_check (check_on_grid)
   bool codes_out_ = false;
   int64_t act_bits_ = 8;  // act_bits, for the error above
+  int64_t flatten_ = -1;  // flatten: X read as Flatten(X, axis); -1: X [..., K] as it is
+  static constexpr int64_t kMaxRank = 64;
 };
 
 void infer_conv(const InferContext& ctx, ONNXTensorElementDataType out_type) {
@@ -465,6 +484,19 @@ void infer_gemm(const InferContext& ctx, ONNXTensorElementDataType out_type) {
   InferContext::Dims x, w;
   if (!ctx.input_shape(0, &x) || x.rank() == 0) return;
   const bool have_w = ctx.input_shape(1, &w) && w.rank() == 2;
+  const int64_t axis = ctx.attr_int("flatten", -1);
+  if (axis >= 0) {  // [prod(dims before the axis), N]
+    if (static_cast<size_t>(axis) > x.rank()) return;
+    int64_t outer = 1;  // -1: unknown (a symbolic or overflowing product)
+    for (int64_t i = 0; i < axis && outer >= 0; ++i)
+      if (x.dims[i] < 0 || __builtin_mul_overflow(outer, x.dims[i], &outer)) outer = -1;
+    InferContext::Dims y;
+    y.dims = {axis == 1 ? x.dims[0] : outer, have_w ? w.dims[0] : -1};
+    y.sym = {axis == 1 ? x.sym[0] : (outer < 0 ? InferContext::fresh_dim() : std::string()),
+             have_w ? w.sym[0] : InferContext::fresh_dim()};
+    ctx.set_output(0, out_type, y);
+    return;
+  }
   x.dims.back() = have_w ? w.dims[0] : -1;
   x.sym.back() = have_w ? w.sym[0] : InferContext::fresh_dim();
   ctx.set_output(0, out_type, x);

@@ -712,7 +712,8 @@ def rule_add(_node: onnx.NodeProto, grids: list[Grid | None], _ctx: Context) -> 
 _EXACT_SUM = 1 << 24  # float32 holds every integer up to this: a float32 layer's sums of such codes are exact
 
 
-def _pow2(a: np.ndarray) -> bool:
+def is_power_of_two(a: np.ndarray | float) -> bool:
+    """Whether every value of ``a`` is a power of two (a float64 mantissa of exactly 1/2)."""
     m, _e = np.frexp(np.asarray(a, dtype=np.float64))
     return bool(np.all(m == 0.5))
 
@@ -725,7 +726,7 @@ def _layer_sum(x: Grid, w: Grid, w_scale: np.ndarray, k: int | None) -> Grid | N
     is on the grid whichever backend ran it."""
     if k is None or k <= 0 or not (x.per_tensor and x.integer_zero_point and w.integer_zero_point):
         return None
-    if not (_pow2(x.scale) and _pow2(w.scale)):
+    if not (is_power_of_two(x.scale) and is_power_of_two(w.scale)):
         return None
     zx = float(x.zero_point)
     xs = (min(x.lo - zx, 0.0), max(x.hi - zx, 0.0))  # 0: a convolution's padding
@@ -1022,4 +1023,4 @@ def layer_grids(model: onnx.ModelProto, grids: dict[str, Grid] | None = None) ->
     return out
 
 
-__all__ = ["Grid", "LayerGrids", "declared_grid", "infer_grids", "layer_grids", "make_grid"]
+__all__ = ["Grid", "LayerGrids", "declared_grid", "infer_grids", "is_power_of_two", "layer_grids", "make_grid"]

@@ -38,7 +38,7 @@ import onnx
 
 from ortquant.transforms._integer_common import NoGridError, SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS
-from ortquant.transforms.grid import Grid, make_grid
+from ortquant.transforms.grid import Grid, is_power_of_two, make_grid
 
 Constant = Callable[[str], "np.ndarray | None"]  # a constant initializer's value, None for other values
 _MAX_ZEROPT = 1 << 16  # the in-kernel quantizer's zero point limit (core/integer/qlayer.cc make_act_quant)
@@ -130,11 +130,6 @@ def wide_span_problem(bits: int, signed: bool, narrow: bool, zeropt: float) -> s
     return None
 
 
-def _power_of_two(s: float) -> bool:
-    m, _e = np.frexp(s)
-    return bool(m == 0.5)
-
-
 def per_tensor_view(grid: Grid) -> Grid | None:
     """A per-channel grid with zero point 0 whose scales are integer multiples r of the finest one ``s`` as the
     per-tensor grid ``s * q'``, ``q' = r * q`` (a layer's sum on per-channel power-of-two weight scales): the same
@@ -196,7 +191,7 @@ def grid_activation(
                 raise SkipError(f"the activation's grid zero point {z:g} exceeds {_MAX_ZEROPT} in magnitude")
     if bits > MAX_ACT_BITS:
         raise SkipError(f"the activation's grid {grid} needs {bits} bits; integer mode takes at most {MAX_ACT_BITS}")
-    if bits > WIDE_POW2_BITS and not _power_of_two(s):
+    if bits > WIDE_POW2_BITS and not is_power_of_two(s):
         raise SkipError(
             f"the activation's grid {grid} needs {bits} bits; integer mode reads more than {WIDE_POW2_BITS} bits "
             "only on a power-of-two scale (where float32 holds the values exactly)"

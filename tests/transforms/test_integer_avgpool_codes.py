@@ -1,7 +1,8 @@
 """Integer mode's average pool on codes (``transforms/integer_avgpool_codes.py``): QConv -> Quant -> AveragePool /
-GlobalAveragePool becomes QConvCodes -> AvgPoolCodes. The expected outputs are computed here from the integer
-reference (the convolution's float32 outputs, the Quant reference, a float64 mean of the quantized values rounded to
-float32), independent of the transform and of the ops; the models run through ``ortquant.InferenceSession``."""
+GlobalAveragePool / spatial ReduceMean becomes QConvCodes -> AvgPoolCodes. The expected outputs are computed here
+from the integer reference (the convolution's float32 outputs, the Quant reference, a float64 mean of the quantized
+values rounded to float32), independent of the transform and of the ops; the models run through
+``ortquant.InferenceSession``."""
 
 from __future__ import annotations
 
@@ -91,6 +92,8 @@ CASES = [
     ([("GlobalAveragePool", {})], 0.0371, 8, 0, True),  # unsigned 8-bit: codes stored as a - 128
     ([("AveragePool", {"kernel_shape": [2, 3], "strides": [2, 1], "count_include_pad": 1}),
       ("GlobalAveragePool", {})], 0.125, 3, 1, False),  # two readers
+    ([("ReduceMean", {"axes": [2, 3]})], 0.0371, 8, 0, True),  # a ResNet head's global pool
+    ([("ReduceMean", {"axes": [-1, -2], "keepdims": 1})], 0.0625, 4, 0, True),
 ]  # fmt: skip
 
 
@@ -142,3 +145,30 @@ def test_not_fused(pool: tuple[str, dict], extra: str | None) -> None:
 def test_model_without_lowered_layers_is_returned_as_is() -> None:
     m, _ = _model([1, 3, 8, 8], [("AveragePool", {"kernel_shape": [2, 2], "strides": [2, 2]})])
     assert fuse_integer_avgpool_codes(m) is m
+
+
+def test_reduce_mean_with_axes_as_an_input_is_a_global_pool() -> None:
+    """Opset 18: ReduceMean's axes are a constant input."""
+    m, p = _model([1, 3, 12, 16], [("GlobalAveragePool", {})], oscale=0.0625)
+    pool = next(n for n in m.graph.node if n.op_type == "GlobalAveragePool")
+    pool.op_type = "ReduceMean"
+    pool.input.append("axes")
+    m.graph.initializer.append(_init("axes", [2, 3], np.int64))
+    m.opset_import[0].version = 18
+    prepared = ortquant.prepare_model(m, integer=True)
+    assert "AvgPoolCodes" in _ops(prepared) and "ReduceMean" not in _ops(prepared), _ops(prepared)
+    x = (np.random.default_rng(7).standard_normal((1, 3, 12, 16)) * 0.4).astype(np.float32)
+    want = _mean(_quantized(x, p, 0, True), 0.0625, None, None)
+    np.testing.assert_array_equal(_run(m, x, integer=True)[0], want)
+
+
+@pytest.mark.parametrize("attrs", [{"axes": [2, 3], "keepdims": 0}, {"axes": [1, 2]}, {"axes": [3]}, {}])
+def test_other_reduce_means_stay(attrs: dict) -> None:
+    """Not a global pool: the dimensions dropped, other axes, one axis, every axis."""
+    m, _ = _model([1, 3, 12, 16], [("ReduceMean", attrs)])
+    prepared = ortquant.prepare_model(m, integer=True)
+    assert "ReduceMean" in _ops(prepared) and "AvgPoolCodes" not in _ops(prepared), _ops(prepared)
+    x = (np.random.default_rng(8).standard_normal((1, 3, 12, 16)) * 0.4).astype(np.float32)
+    axes = tuple(attrs["axes"]) if "axes" in attrs else None
+    want = np.zeros((1, 6, 12, 16)).mean(axis=axes, keepdims=bool(attrs.get("keepdims", 1))).shape
+    assert _run(m, x, integer=True)[0].shape == want

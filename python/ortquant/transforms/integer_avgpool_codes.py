@@ -1,6 +1,6 @@
 """Integer-mode rule: an average pool of a quantized layer output runs on the quantizer's int8 codes.
 
-    QConv -> y -> Quant(A) -> v -> AveragePool / GlobalAveragePool -> z
+    QConv -> y -> Quant(A) -> v -> AveragePool / GlobalAveragePool / spatial ReduceMean -> z
       =>  QConvCodes(out_act_* = A) -> c -> AvgPoolCodes(act_* = A) -> z
 
 Brevitas exports its ``TruncAvgPool2d`` (and a plain ``AvgPool2d`` after a quantized activation) as a QONNX
@@ -17,7 +17,8 @@ Fused only when: the producer is a ``QConv`` of domain ``ortquant.integer`` (not
 the quantizer reads, as its input; the quantizer (``Quant`` / ``IntQuant`` / ``BipolarQuant``, QONNX domains) has at
 most 8 bits and is one the fused quantizer takes (``lower_integer._activation``); every reader of its output is an
 ``AveragePool`` of two spatial axes without padding (``pads`` absent or zero, ``auto_pad`` NOTSET or VALID,
-``ceil_mode`` 0, ``dilations`` 1; ``count_include_pad`` then does not matter) or a ``GlobalAveragePool``; and
+``ceil_mode`` 0, ``dilations`` 1; ``count_include_pad`` then does not matter), a ``GlobalAveragePool`` or a
+``ReduceMean`` over the two spatial axes with ``keepdims`` 1 (a GlobalAveragePool as a ResNet head writes it); and
 neither value is a graph output. Returns ``model`` itself when nothing is fused.
 """
 
@@ -28,7 +29,15 @@ from onnx import helper
 
 from ortquant.transforms import _read
 from ortquant.transforms._integer_common import SkipError
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, copy_model, input_readers, set_nodes
+from ortquant.transforms._util import (
+    QONNX_DOMAINS,
+    STANDARD_DOMAINS,
+    ModelError,
+    copy_model,
+    input_readers,
+    opset_version,
+    set_nodes,
+)
 from ortquant.transforms.integer_codes import _ACT_DEFAULTS, rename_codes
 from ortquant.transforms.lower_integer import _activation, _Graph
 
@@ -36,11 +45,30 @@ INTEGER_DOMAIN = "ortquant.integer"
 _QUANTIZERS = ("Quant", "IntQuant", "BipolarQuant")
 
 
-def _pool_attrs(node: onnx.NodeProto) -> dict[str, object] | None:
-    """AvgPoolCodes' window attributes for an unpadded 2-D AveragePool or a GlobalAveragePool; None otherwise."""
+def _spatial_mean(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """Whether ``node`` is a ReduceMean of a 4-D tensor over its two spatial axes that keeps them (keepdims = 1): a
+    GlobalAveragePool. Its axes are an attribute before opset 18 and a constant input from opset 18 on."""
+    try:
+        if _read.attr_int(node, "keepdims", 1) != 1:
+            return False
+        if (opset_version(model, "") or 1) < 18:
+            axes = _read.attr_ints(node, "axes", None)
+        else:
+            inits = {t.name: t for t in model.graph.initializer}
+            if len(node.input) < 2 or node.input[1] not in inits:
+                return False
+            axes = [int(a) for a in _read.tensor_array(inits[node.input[1]], node, "axes").reshape(-1)]
+    except ModelError:
+        return False
+    return axes is not None and sorted(a % 4 for a in axes) == [2, 3] and len(set(axes)) == 2
+
+
+def _pool_attrs(node: onnx.NodeProto, model: onnx.ModelProto) -> dict[str, object] | None:
+    """AvgPoolCodes' window attributes for an unpadded 2-D AveragePool, a GlobalAveragePool or a ReduceMean over the
+    spatial axes (keepdims); None otherwise."""
     if node.domain not in STANDARD_DOMAINS or len(node.output) != 1 or not node.input:
         return None
-    if node.op_type == "GlobalAveragePool":
+    if node.op_type == "GlobalAveragePool" or (node.op_type == "ReduceMean" and _spatial_mean(node, model)):
         return {"global": 1}
     if node.op_type != "AveragePool":
         return None
@@ -88,7 +116,7 @@ def fuse_integer_avgpool_codes(model: onnx.ModelProto) -> onnx.ModelProto:
         rv = readers.get(v, [])
         if v in outputs or not rv:
             continue
-        pools = [(r, _pool_attrs(nodes[r])) for r, k in rv if k == 0]
+        pools = [(r, _pool_attrs(nodes[r], model)) for r, k in rv if k == 0]
         if len(pools) != len(rv) or any(p is None for _, p in pools):
             continue
         if any(_read.standard_node_problem(nodes[r], model) is not None for r, _ in pools):

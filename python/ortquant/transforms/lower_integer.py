@@ -18,7 +18,8 @@ Two backends compute the same bits (the contract only depends on the exact integ
   int16-accumulating kernel for activations of at most 7 bits, an exact sign kernel otherwise);
 - ``float``: ``QuantCodes`` (the activation's integer values q - z as float32) -> onnxruntime's own float ``Conv`` /
   ``MatMul`` on the weight codes as float32 -> ``Rescale``. Used only where every partial sum is an integer below
-  2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order.
+  2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order. A 2-D ``ConvTranspose`` takes
+  this backend only (onnxruntime's ``ConvTranspose`` with the node's own attributes on the codes), where exact.
 
 ``ORTQUANT_INTEGER_BACKEND=engine|float|mixed|auto`` chooses (default ``auto`` = ``mixed``: per layer, ``engine``
 where the weight codes fit int8, ``float`` for the others where exact; ``engine`` and ``float`` force one backend,
@@ -67,7 +68,7 @@ from ortquant.transforms.integer_grid_activation import MAX_ACT_BITS, grid_activ
 from ortquant.transforms.integer_grid_weight import constant_subgraph, constant_value, grid_weight_codes
 
 DOMAIN = "ortquant.integer"
-LAYER_OPS = ("Conv", "MatMul", "Gemm")
+LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 _QUANT = ("Quant", "IntQuant")
 # Per-tensor quantization commutes with these: Reshape/Flatten move elements, and MaxPool takes a maximum, which a
 # monotone non-decreasing quantizer preserves (max(Q(x)) = Q(max(x)); MaxPool pads with -inf, never selected).
@@ -531,6 +532,24 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
                                  f"[{codes.shape[0]}]")  # fmt: skip
             bias = c.astype(np.float64)
         w_codes = codes
+    elif op == "ConvTranspose":
+        # W [C, M / group, kH, kW]: the output channel is axis 1 (within a group). Float-exact backend only (below).
+        group = _read.attr_int(node, "group", 1)
+        if g.rank(node.input[1]) != 4:
+            raise _SkipError("a ConvTranspose that is not 2-D (integer mode takes 2-D transposed convolutions)")
+        codes, s_w, w_nodes, w_note = _layer_weight(g, node, 1, evaluate, 4)
+        assert group is not None
+        if group < 1 or codes.shape[0] % group:
+            raise _SkipError(f"the ConvTranspose's group {group} does not divide its {codes.shape[0]} input channels")
+        s_w = np.tile(s_w, group)  # output channel g * (M / group) + j has the scale of j
+        k = codes.shape[0] // group * int(np.prod(codes.shape[2:]))  # products per output, at most
+        n_out = codes.shape[1] * group
+        if bias_name is not None:
+            c = _bias_value(g, bias_name, node, evaluate)
+            if c.dtype != np.float32 or c.shape != (n_out,):
+                raise _SkipError(f"the bias ({c.dtype}, shape {list(c.shape)}) is not float32 of shape [{n_out}]")
+            bias = c.astype(np.float64)
+        w_codes = codes
     elif op == "Gemm":
         alpha = _read.attr_float(node, "alpha", 1.0)
         beta = _read.attr_float(node, "beta", 1.0)
@@ -557,7 +576,7 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         k = w_codes.shape[1]
     if k > MAX_K:
         raise _SkipError(f"the reduction length {k} exceeds the engine's exact limit {MAX_K}")
-    n = w_codes.shape[0]
+    n = w_codes.shape[1] * (_read.attr_int(node, "group", 1) or 1) if op == "ConvTranspose" else w_codes.shape[0]
     s = np.float64(act_scale) * s_w
     b = np.zeros(n) if bias is None else np.array(bias, dtype=np.float64)
     if b.shape != (n,):
@@ -615,12 +634,27 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
     if backend == "mixed":  # the engine where the weight codes fit int8, else float-exact (where exact)
         backend = "engine" if bool(np.all((w_codes >= -128) & (w_codes <= 127))) else "float"
+    if op == "ConvTranspose":  # no engine op: onnxruntime's ConvTranspose on the integer values, where exact
+        if backend == "engine" and integer_backend() == "engine":
+            raise _SkipError("ConvTranspose runs on the float-exact backend only (ORTQUANT_INTEGER_BACKEND=engine)")
+        backend = "float"
+        if k * _act_max(act) * wmax >= FLOAT_EXACT_LIMIT:
+            raise _SkipError(
+                f"the ConvTranspose's sums could reach {k * _act_max(act) * wmax}: float32 would not "
+                f"add them exactly (integer mode's transposed convolutions need < {FLOAT_EXACT_LIMIT})"
+            )
     if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
         act_attrs = {key: v for key, v in act.items()}
         codes = f"{base}_codes"
         new_nodes.append(helper.make_node("QuantCodes", [src], [codes], name=f"{name}__codes", domain=DOMAIN,
                                           **act_attrs))  # fmt: skip
-        if op == "Conv":
+        if op == "ConvTranspose":  # every attribute as the user wrote it, on the codes and the weight codes
+            wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.float32)), f"{base}_Wf")
+            ct = helper.make_node("ConvTranspose", [codes, wf.name], [f"{base}_acc"], name=name)
+            ct.attribute.extend(node.attribute)
+            new_nodes.append(ct)
+            axis = 1
+        elif op == "Conv":
             wf = numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.float32)), f"{base}_Wf")
             conv_attrs = {key: v for key, v in attrs.items() if key in ("strides", "pads", "dilations", "group",
                                                                         "kernel_shape")}  # fmt: skip

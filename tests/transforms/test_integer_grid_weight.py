@@ -119,7 +119,6 @@ def test_quantized_bias_is_evaluated():
     [
         ("float", "not the output of a Quant / BipolarQuant on a constant, and its values are on no integer grid"),
         ("rows", "varies along another axis than the output channel"),
-        ("input", "not computed from constant initializers only"),
         ("malformed", "the weight's constant subgraph has a node onnxruntime refuses"),
     ],
 )
@@ -135,13 +134,22 @@ def test_reasons_when_the_weight_has_no_usable_grid(case, reason):
     elif case == "malformed":  # a Transpose with two inputs: onnxruntime refuses it, so it must stay in the graph
         inits = [_init("w", rng.integers(-3, 4, (3, 8)))]
         nodes = [helper.make_node("Transpose", ["w", "w"], ["wd"], name="wt")]
-    else:  # the weight is the activation's own quantizer output, reshaped
-        inits = [_init("shape", [8, 1], np.int64)]
-        nodes = [helper.make_node("Reshape", ["xq", "shape"], ["wd"], name="r")]
     m = _model([*nodes, helper.make_node("MatMul", ["xq", "wd"], ["y"], name="mm")], inits, 8)
     d = next(d for d in integer_plan(m) if d.node == "mm")
     assert not d.integer and reason in d.reason, d
     assert lower_integer(m) is m
+
+
+def test_a_weight_that_is_an_activation_is_a_product_of_two_activations():
+    """The second operand is the activation's own quantizer output, reshaped: not a weight, but on that quantizer's
+    grid, so the MatMul is a product of two activations (the float-exact backend)."""
+    nodes = [helper.make_node("Reshape", ["xq", "shape"], ["wd"], name="r")]
+    m = _model(
+        [*nodes, helper.make_node("MatMul", ["xq", "wd"], ["y"], name="mm")], [_init("shape", [8, 1], np.int64)], 8
+    )
+    d = next(d for d in integer_plan(m) if d.node == "mm")
+    assert d.integer and "not computed from constant initializers only" not in d.reason, d
+    assert "a product of two activations" in d.reason, d
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ Two backends compute the same bits (the contract only depends on the exact integ
 - ``float``: ``QuantCodes`` (the activation's integer values q - z as float32) -> onnxruntime's own float ``Conv`` /
   ``MatMul`` on the weight codes as float32 -> ``Rescale``. Used only where every partial sum is an integer below
   2^24 (``K * max|a| * max|w| < 2^24``), so float32 sums them exactly in any order. A 2-D ``ConvTranspose`` takes
-  this backend only (onnxruntime's ``ConvTranspose`` with the node's own attributes on the codes), where exact.
+  this backend only (onnxruntime's ``ConvTranspose`` with the node's own attributes on the codes), where exact, and
+  so does a ``MatMul`` of two quantized activations (attention: :func:`_lower_activation_matmul`).
 
 ``ORTQUANT_INTEGER_BACKEND=engine|float|mixed|auto`` chooses (default ``auto`` = ``mixed``: per layer, ``engine``
 where the weight codes fit int8, ``float`` for the others where exact; ``engine`` and ``float`` force one backend,
@@ -500,6 +501,65 @@ def _conv_attrs(node: onnx.NodeProto, kernel: tuple[int, ...]) -> dict[str, obje
     return attrs
 
 
+def _replay(
+    chain: list[onnx.NodeProto], src: str, name: str, new_nodes: list[onnx.NodeProto], renames: dict[str, str]
+) -> str:
+    """The pass-through chain replayed on the float input ``src`` (appended to ``new_nodes``); returns the value the
+    layer reads. Each copy takes its original's name once the original has gone from the graph (lower_integer
+    renames it), so that onnxruntime's errors name the user's node."""
+    for c in chain:
+        nc = onnx.NodeProto()
+        nc.CopyFrom(c)
+        nc.name = f"{_read.node_name(c)}__int_{name}"
+        renames[nc.name] = _read.node_name(c)
+        nc.input[0] = src
+        nc.output[0] = f"{c.output[0]}__int_{name}"
+        src = nc.output[0]
+        new_nodes.append(nc)
+    return src
+
+
+def _lower_activation_matmul(g: _Graph, node: onnx.NodeProto, backend: str, weight_problem: str) -> _Lowered:
+    """A MatMul of two quantized activations (attention's scores and their product with the values): both read
+    through their quantizers (or grids) as integer values, onnxruntime's MatMul sums them exactly where float32 can,
+    one float64 rescale by the product of the two scales (the float-exact backend; the engine has no op for it)."""
+    name = _read.node_name(node)
+    if backend == "engine":
+        raise _SkipError(f"{weight_problem}; a MatMul of two activations runs on the float-exact backend only")
+    try:
+        acts = [_layer_activation(g, v) for v in node.input[:2]]
+    except _SkipError as e:
+        raise _SkipError(f"{weight_problem}, and as a product of two activations: {e}") from e
+    t0, t1 = g.value_type(node.input[0]), g.value_type(node.input[1])
+    k = t0[1][-1] if t0 is not None and t0[1] else None
+    n = t1[1][-1] if t1 is not None and t1[1] and len(t1[1]) >= 2 else None
+    if k is None or n is None or len(t0[1]) < 2:  # type: ignore[index, arg-type]
+        raise _SkipError(f"{weight_problem}; a product of two activations needs both operands at least 2-D with "
+                         "known inner and output dimensions")  # fmt: skip
+    bound = k * _act_max(acts[0][0]) * _act_max(acts[1][0])
+    if bound >= FLOAT_EXACT_LIMIT:
+        raise _SkipError(f"{weight_problem}; the product of two activations could sum to {bound}: float32 would not "
+                         f"add it exactly (integer mode needs < {FLOAT_EXACT_LIMIT})")  # fmt: skip
+    new_nodes: list[onnx.NodeProto] = []
+    renames: dict[str, str] = {}
+    base = f"{name}__int"
+    codes = []
+    for i, (act, _scale, x_float, chain, _note) in enumerate(acts):
+        src = _replay(chain, x_float, f"{name}_{i}", new_nodes, renames)
+        codes.append(f"{base}_codes{i}")
+        new_nodes.append(helper.make_node("QuantCodes", [src], [codes[-1]], name=f"{name}__codes{i}", domain=DOMAIN,
+                                          **act))  # fmt: skip
+    core = helper.make_node("MatMul", codes, [f"{base}_acc"], name=name)
+    new_nodes.append(core)
+    scale = np.float64(acts[0][1]) * np.float64(acts[1][1])
+    s_init = numpy_helper.from_array(np.full(n, scale), f"{base}_S")
+    b_init = numpy_helper.from_array(np.zeros(n), f"{base}_B")
+    new_nodes.append(helper.make_node("Rescale", [f"{base}_acc", s_init.name, b_init.name], [node.output[0]],
+                                      name=f"{name}__rescale", domain=DOMAIN, axis=-1))  # fmt: skip
+    notes = [n for n in (acts[0][4], acts[1][4]) if n] + ["a product of two activations"]
+    return _Lowered(node, new_nodes, [s_init, b_init], [node], renames, core, notes)
+
+
 def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "engine") -> _Lowered:
     op = node.op_type
     name = _read.node_name(node)
@@ -571,7 +631,12 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
                 raise _SkipError(f"the Gemm bias ({c.dtype}, shape {list(c.shape)}) is not float32 per output column")
             bias = float(np.float32(beta)) * np.broadcast_to(c.astype(np.float64).reshape(-1), (n_out,))
     else:  # MatMul
-        codes, s_w, w_nodes, w_note = _layer_weight(g, node, 1, evaluate, 2)
+        try:
+            codes, s_w, w_nodes, w_note = _layer_weight(g, node, 1, evaluate, 2)
+        except _SkipError as e:
+            if node.input[1] in g.init or constant_subgraph(node.input[1], g.producer, set(g.init)) is not None:
+                raise  # a constant weight the layer cannot take
+            return _lower_activation_matmul(g, node, backend, str(e))
         w_codes = codes.T
         k = w_codes.shape[1]
     if k > MAX_K:
@@ -603,20 +668,9 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         attrs["relu"] = 1
         out_name = relu.output[0]
         removed.append(relu)
-    # The pass-through chain is replayed on the float input. Each copy takes its original's name once the original
-    # has gone from the graph (lower_integer renames it), so that onnxruntime's errors name the user's node.
     new_nodes: list[onnx.NodeProto] = []
     renames: dict[str, str] = {}
-    src = x_float
-    for c in chain:
-        nc = onnx.NodeProto()
-        nc.CopyFrom(c)
-        nc.name = f"{_read.node_name(c)}__int_{name}"
-        renames[nc.name] = _read.node_name(c)
-        nc.input[0] = src
-        nc.output[0] = f"{c.output[0]}__int_{name}"
-        src = nc.output[0]
-        new_nodes.append(nc)
+    src = _replay(chain, x_float, name, new_nodes, renames)
     base = f"{name}__int"
     notes = [n for n in (act_note, w_note) if n]
     tail: list[onnx.NodeProto] = []

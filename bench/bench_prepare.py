@@ -16,6 +16,7 @@ model, sorted by the ratio integer / default, worst first.
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
 import time
@@ -83,16 +84,26 @@ def main_integer(paths: list[str]) -> None:
         print(f"{name}: default {default * 1e3:.1f} ms, integer {integer * 1e3:.1f} ms, ratio {ratio:.2f}")
 
 
-def main(paths: list[str]) -> None:
-    if paths[:1] == ["--integer"]:
-        main_integer(paths[1:])
-        return
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="*", help="ONNX files (default: see above)")
+    parser.add_argument("--integer", action="store_true", help="integer-mode session creation against default mode")
+    args = parser.parse_args(argv)
+    missing = [p for p in args.models if not Path(p).is_file()]
+    if missing:
+        print(f"bench_prepare.py: no such model file: {missing[0]}", file=sys.stderr)
+        return 2
+    if args.integer:
+        main_integer(args.models)
+        return 0
+    paths = args.models
     if not paths:
         models = Path(__file__).resolve().parents[1].joinpath("models").glob("*.onnx")
         paths = [str(max(models, key=lambda p: p.stat().st_size))]
     for path in paths:
         print(bench_one(path))
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -120,3 +120,12 @@ def test_the_engine_backend_alone_leaves_it_float(monkeypatch: pytest.MonkeyPatc
     model, _ = _model(4, 6, (5, 7), {"strides": [2, 2]})
     (d,) = integer_plan(model)
     assert not d.integer and "float-exact backend only" in d.reason, d
+
+
+def test_a_scale_per_input_channel_stays_float() -> None:
+    """W [C, M, kH, kW] with a scale per input channel (axis 0): not a per-output-channel rescale."""
+    model, _ = _model(4, 6, (5, 7), {"strides": [2, 2]})
+    ws = next(t for t in model.graph.initializer if t.name == "ws")
+    ws.CopyFrom(_init("ws", (0.01 + np.arange(4) * 0.01).reshape(4, 1, 1, 1)))
+    (d,) = integer_plan(model)
+    assert not d.integer and "varies along another axis than the output channel" in d.reason, d

@@ -49,13 +49,15 @@ int64_t pool_row_w2_sse2(const float* const* r, int64_t ph, int64_t ow, float* y
     for (int64_t a = 1; a < ph; ++a) v = _mm_max_ps(v, _mm_loadu_ps(r[a] + 2 * j));
     const __m128 even = _mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 0, 2, 0));
     const __m128 odd = _mm_shuffle_ps(v, v, _MM_SHUFFLE(3, 1, 3, 1));
-    _mm_storel_pi(reinterpret_cast<__m64*>(y + j), _mm_max_ps(even, odd));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(y + j), _mm_castps_si128(_mm_max_ps(even, odd)));  // (unaligned)
     j += 2;
   }
-  if (j < ow) {
-    __m128 v = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(r[0] + 2 * j)));
-    for (int64_t a = 1; a < ph; ++a)
-      v = _mm_max_ps(v, _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(r[a] + 2 * j))));
+  if (j < ow) {  // two floats of each window row (movq: no alignment asked)
+    const auto two = [&](int64_t a) {
+      return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(r[a] + 2 * j)));
+    };
+    __m128 v = two(0);
+    for (int64_t a = 1; a < ph; ++a) v = _mm_max_ps(v, two(a));
     _mm_store_ss(y + j, _mm_max_ss(v, _mm_shuffle_ps(v, v, _MM_SHUFFLE(1, 1, 1, 1))));
     ++j;
   }

@@ -374,8 +374,8 @@ class QGemmKernel : public OpKernel {
     act_bits_ = info.attr_int("act_bits", 8);
     flatten_ = info.attr_int("flatten", -1);
     if (flatten_ < -1 || flatten_ > kMaxRank)
-      throw_error("attribute 'flatten' must be an axis in 0..", kMaxRank, " (X read as Flatten(X, axis) would "
-                  "give) or absent, got ", flatten_);
+      throw_error("attribute 'flatten' must be an axis in 0..", kMaxRank, " (X is then read as ONNX's Flatten(X, "
+                  "axis) gives it) or absent; got ", flatten_);
   }
 
   void compute(KernelContext& ctx) const override {

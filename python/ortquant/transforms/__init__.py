@@ -111,7 +111,7 @@ PIPELINE: list[Transform] = [
     Transform("fuse_integer_channels_last", fuse_integer_channels_last, lambda o: o.integer),
     # Integer mode: a Flatten (or a Reshape that flattens) read only by a QGemm: the op reads its input flattened.
     Transform("fuse_integer_flatten", fuse_integer_flatten, lambda o: o.integer),
-    # Last: weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
+    # Then weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
     Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
     # Then the initializers no node reads any more go (onnxruntime would warn about each when loading the model).
     Transform("drop_unused_initializers", drop_unused_initializers),

@@ -52,6 +52,21 @@ def input_readers(nodes: list[onnx.NodeProto]) -> dict[str, list[tuple[int, int]
     return readers
 
 
+def producers(nodes: list[onnx.NodeProto]) -> dict[str, int]:
+    """Per value name, the index of the node that produces it."""
+    return {o: i for i, n in enumerate(nodes) for o in n.output if o}
+
+
+def node_readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
+    """Per value name, the indices of the nodes that read it, once per read (a node reading a value twice is listed
+    twice, so that "read by node i alone" is ``== [i]``)."""
+    readers: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        for v in n.input:
+            readers.setdefault(v, []).append(i)
+    return readers
+
+
 def set_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], stale: set[str]) -> None:
     """Replace the graph's nodes by ``nodes`` and drop the ``value_info`` entries of the values in ``stale`` (values
     a rewrite removed, or whose shape it changed)."""

@@ -14,18 +14,30 @@ import onnx
 from ortquant.transforms._util import all_nodes, copy_model
 
 
+def unread_initializers(graph: onnx.GraphProto) -> set[str]:
+    """The names of ``graph``'s initializers that no node (a subgraph's included) reads and that are neither graph
+    outputs nor listed as graph inputs."""
+    keep = {v for n in all_nodes(graph) for v in n.input if v}
+    keep |= {o.name for o in graph.output} | {i.name for i in graph.input}
+    return {t.name for t in graph.initializer if t.name not in keep}
+
+
+def keep_read_initializers(graph: onnx.GraphProto) -> None:
+    """Drop :func:`unread_initializers` from ``graph`` in place."""
+    unread = unread_initializers(graph)
+    if unread:
+        kept = [t for t in graph.initializer if t.name not in unread]
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+
+
 def drop_unused_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
     """Drop the top-level initializers nothing reads; see the module doc."""
-    g = model.graph
-    keep = {v for n in all_nodes(g) for v in n.input if v}
-    keep |= {o.name for o in g.output} | {i.name for i in g.input}
-    if all(t.name in keep for t in g.initializer):
+    if not unread_initializers(model.graph):
         return model
     out = copy_model(model)
-    kept = [t for t in out.graph.initializer if t.name in keep]
-    del out.graph.initializer[:]
-    out.graph.initializer.extend(kept)
+    keep_read_initializers(out.graph)
     return out
 
 
-__all__ = ["drop_unused_initializers"]
+__all__ = ["drop_unused_initializers", "keep_read_initializers", "unread_initializers"]

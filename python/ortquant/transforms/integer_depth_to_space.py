@@ -19,7 +19,7 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, set_nodes
+from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, node_readers, producers, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
 
@@ -44,11 +44,8 @@ def fuse_integer_depth_to_space(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes = list(model.graph.node)
     if not any(n.op_type == "DepthToSpace" for n in nodes):
         return model
-    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for v in n.input:
-            readers.setdefault(v, []).append(i)
+    producer = producers(nodes)
+    readers = node_readers(nodes)
     outputs = {o.name for o in model.graph.output}
 
     plan: list[tuple[int, int, tuple[int, str], int | None]] = []  # (conv, shuffle, (bs, mode), relu)

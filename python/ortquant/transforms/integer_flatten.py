@@ -20,7 +20,15 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, infer_shapes, set_nodes
+from ortquant.transforms._util import (
+    STANDARD_DOMAINS,
+    ModelError,
+    copy_model,
+    infer_shapes,
+    node_readers,
+    producers,
+    set_nodes,
+)
 
 INTEGER_DOMAIN = "ortquant.integer"
 _GEMMS = ("QGemm", "QGemmCodes")
@@ -74,11 +82,8 @@ def fuse_integer_flatten(model: onnx.ModelProto) -> onnx.ModelProto:
     """Fuse each Flatten / flattening Reshape read only by a ``QGemm`` / ``QGemmCodes`` into the op; see the module
     doc."""
     nodes = list(model.graph.node)
-    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for v in n.input:
-            readers.setdefault(v, []).append(i)
+    producer = producers(nodes)
+    readers = node_readers(nodes)
     outputs = {o.name for o in model.graph.output}
     inits = {t.name: t for t in model.graph.initializer}
 

@@ -22,7 +22,7 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, infer_shapes, set_nodes
+from ortquant.transforms._util import STANDARD_DOMAINS, copy_model, infer_shapes, node_readers, producers, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
 
@@ -57,11 +57,8 @@ def fuse_integer_residual(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
     if not any(n.op_type == "Add" and n.domain in STANDARD_DOMAINS for n in nodes):
         return model
-    producer = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    readers: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        for v in n.input:
-            readers.setdefault(v, []).append(i)
+    producer = producers(nodes)
+    readers = node_readers(nodes)
     outputs = {o.name for o in model.graph.output}
 
     def only_reader(value: str, i: int) -> bool:

@@ -64,6 +64,7 @@ from ortquant.transforms._util import (
     copy_model,
     infer_shapes,
 )
+from ortquant.transforms.drop_unused_initializers import keep_read_initializers
 from ortquant.transforms.grid import Grid, infer_grids
 from ortquant.transforms.integer_grid_activation import MAX_ACT_BITS, grid_activation, wide_span_problem
 from ortquant.transforms.integer_grid_weight import constant_subgraph, constant_value, grid_weight_codes
@@ -519,15 +520,19 @@ def _replay(
     return src
 
 
-def _lower_activation_matmul(g: _Graph, node: onnx.NodeProto, backend: str, weight_problem: str) -> _Lowered:
+def _lower_activation_matmul(
+    g: _Graph, node: onnx.NodeProto, first: tuple[dict[str, object], float, str, list[onnx.NodeProto], str | None],
+    backend: str, weight_problem: str,
+) -> _Lowered:  # fmt: skip
     """A MatMul of two quantized activations (attention's scores and their product with the values): both read
     through their quantizers (or grids) as integer values, onnxruntime's MatMul sums them exactly where float32 can,
-    one float64 rescale by the product of the two scales (the float-exact backend; the engine has no op for it)."""
+    one float64 rescale by the product of the two scales (the float-exact backend; the engine has no op for it).
+    ``first``: the first operand's ``_layer_activation`` (the caller's)."""
     name = _read.node_name(node)
     if backend == "engine":
         raise _SkipError(f"{weight_problem}; a MatMul of two activations runs on the float-exact backend only")
     try:
-        acts = [_layer_activation(g, v) for v in node.input[:2]]
+        acts = [first, _layer_activation(g, node.input[1])]
     except _SkipError as e:
         raise _SkipError(f"{weight_problem}, and as a product of two activations: {e}") from e
     t0, t1 = g.value_type(node.input[0]), g.value_type(node.input[1])
@@ -603,11 +608,11 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
             raise _SkipError(f"the ConvTranspose's group {group} does not divide its {codes.shape[0]} input channels")
         s_w = np.tile(s_w, group)  # output channel g * (M / group) + j has the scale of j
         k = codes.shape[0] // group * int(np.prod(codes.shape[2:]))  # products per output, at most
-        n_out = codes.shape[1] * group
         if bias_name is not None:
             c = _bias_value(g, bias_name, node, evaluate)
-            if c.dtype != np.float32 or c.shape != (n_out,):
-                raise _SkipError(f"the bias ({c.dtype}, shape {list(c.shape)}) is not float32 of shape [{n_out}]")
+            if c.dtype != np.float32 or c.shape != s_w.shape:
+                raise _SkipError(f"the bias ({c.dtype}, shape {list(c.shape)}) is not float32 of shape "
+                                 f"{list(s_w.shape)}")  # fmt: skip
             bias = c.astype(np.float64)
         w_codes = codes
     elif op == "Gemm":
@@ -636,12 +641,12 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         except _SkipError as e:
             if node.input[1] in g.init or constant_subgraph(node.input[1], g.producer, set(g.init)) is not None:
                 raise  # a constant weight the layer cannot take
-            return _lower_activation_matmul(g, node, backend, str(e))
+            return _lower_activation_matmul(g, node, (act, act_scale, x_float, chain, act_note), backend, str(e))
         w_codes = codes.T
         k = w_codes.shape[1]
     if k > MAX_K:
         raise _SkipError(f"the reduction length {k} exceeds the engine's exact limit {MAX_K}")
-    n = w_codes.shape[1] * (_read.attr_int(node, "group", 1) or 1) if op == "ConvTranspose" else w_codes.shape[0]
+    n = len(s_w) if op == "ConvTranspose" else w_codes.shape[0]  # (ConvTranspose: M, tiled over the groups)
     s = np.float64(act_scale) * s_w
     b = np.zeros(n) if bias is None else np.array(bias, dtype=np.float64)
     if b.shape != (n,):
@@ -855,11 +860,7 @@ def lower_integer(model: onnx.ModelProto) -> onnx.ModelProto:
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     out.graph.initializer.extend(t for low in lowered for t in low.initializers)
-    used = {i for n in nodes for i in n.input} | outputs
-    used |= {i for n in all_nodes(out.graph) for i in n.input}
-    keep = [t for t in out.graph.initializer if t.name in used]
-    del out.graph.initializer[:]
-    out.graph.initializer.extend(keep)
+    keep_read_initializers(out.graph)  # the lowered layers' weights and quantizer parameters nothing reads now
     produced = {o for n in nodes for o in n.output}
     vis = [v for v in out.graph.value_info if v.name in produced]
     del out.graph.value_info[:]

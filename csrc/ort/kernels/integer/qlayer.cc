@@ -394,8 +394,11 @@ class QGemmKernel : public OpKernel {
       if (axis > x.shape.size())
         throw_error("attribute 'flatten' is axis ", flatten_, " but input X has rank ", x.shape.size(), " (shape ",
                     shape_str(x.shape), ")");
-      const int64_t outer = shape_size(Shape(x.shape.begin(), x.shape.begin() + flatten_));
-      const int64_t inner = shape_size(Shape(x.shape.begin() + flatten_, x.shape.end()));
+      int64_t outer = 1, inner = 1;  // (no Shape copies per call)
+      for (size_t d = 0; d < x.shape.size(); ++d) {
+        int64_t& p = d < axis ? outer : inner;
+        p = checked_mul(p, x.shape[d], d < axis ? "rows of the flattened input X" : "features of the flattened X");
+      }
       if (inner != gemm_->k())
         throw_error("input X of shape ", shape_str(x.shape), " flattened at axis ", flatten_, " has ", inner,
                     " features but W [N, K] has K = ", gemm_->k());

@@ -157,7 +157,7 @@ ASAN_TESTS ?= tests/test_hardening.py tests/test_lifecycle.py tests/test_library
   tests/transforms/test_integer_depth_to_space.py tests/transforms/test_integer_codes.py \
   tests/transforms/test_integer_leaky_relu.py tests/transforms/test_integer_code_flow.py \
   tests/transforms/test_integer_avgpool_codes.py tests/transforms/test_integer_channels_last.py \
-  tests/transforms/test_integer_flatten.py
+  tests/transforms/test_integer_flatten.py tests/transforms/test_integer_chain.py
 # Not in the set: tests/qonnx/test_float_quant_wide.py (float64 FloatQuant). Its time is qonnx's Python reference
 # (69 s normally, about 8 min under ASan, which put CI over its 45-minute aim); it ran clean under ASan+UBSan by
 # hand (240 tests with test_float_quant.py), and the fuzz corpus above has a float64 FloatQuant seed.

@@ -80,6 +80,7 @@ import ortquant.kernels
 from ortquant.transforms._util import QONNX_DOMAINS
 from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.declared_types import fix_declared_types
+from ortquant.transforms.integer_chain import unchain
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
@@ -490,7 +491,7 @@ def lowered_layers(path: Path, model: onnx.ModelProto) -> str:
     except Exception as e:
         return f"?/{n} ({type(e).__name__})"
     ops = ("QConv", "QConvCodes", "QGemm", "QGemmCodes", "Rescale")
-    k = sum(1 for x in m.graph.node if x.domain == "ortquant.integer" and x.op_type in ops)
+    k = sum(1 for x in unchain(m) if x.domain == "ortquant.integer" and x.op_type in ops)
     return f"{k}/{n}"
 
 

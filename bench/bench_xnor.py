@@ -133,9 +133,13 @@ def without_xnor(prepared: onnx.ModelProto) -> onnx.ModelProto:
     """The prepared integer-mode graph with every QConv / QGemm told to stay on the int8 engine."""
     out = onnx.ModelProto()
     out.CopyFrom(prepared)
+    layers = ("QConv", "QConvCodes", "QGemm", "QGemmCodes")
     for n in out.graph.node:
-        if n.domain == "ortquant.integer" and n.op_type in ("QConv", "QConvCodes", "QGemm", "QGemmCodes"):
+        if n.domain == "ortquant.integer" and n.op_type in layers:
             n.attribute.append(helper.make_attribute("xnor", 0))
+        if n.domain == "ortquant.integer" and n.op_type in ("QChain", "QChainCodes"):  # each layer step's own
+            steps = next(helper.get_attribute_value(a) for a in n.attribute if a.name == "steps").decode().split()
+            n.attribute.extend(helper.make_attribute(f"__{k}_xnor", 0) for k, op in enumerate(steps) if op in layers)
     return out
 
 

@@ -107,23 +107,43 @@ std::string KernelInfo::node_name() const {
   return fetch_string([&](char* out, size_t* n) { return g_api->KernelInfo_GetNodeName(info_, out, n); });
 }
 
+KernelInfo KernelInfo::step(std::string prefix, size_t first_input, size_t n_inputs, ONNXTensorElementDataType in0,
+                            ONNXTensorElementDataType out) const {
+  KernelInfo k(info_);
+  k.step_ = true;
+  k.prefix_ = std::move(prefix);
+  k.first_input_ = first_input;
+  k.n_inputs_ = n_inputs;
+  k.in0_ = in0;
+  k.out_ = out;
+  return k;
+}
+
 size_t KernelInfo::input_count() const {
+  if (step_) return n_inputs_;
   size_t n = 0;
   check(g_api->KernelInfo_GetInputCount(info_, &n));
   return n;
 }
 
 size_t KernelInfo::output_count() const {
+  if (step_) return 1;
   size_t n = 0;
   check(g_api->KernelInfo_GetOutputCount(info_, &n));
   return n;
 }
 
 std::string KernelInfo::input_name(size_t i) const {
+  if (step_ && i == 0) return "(the chain's value)";
+  if (step_ && i >= n_inputs_) return "";
+  if (step_) i = first_input_ + i - 1;
   return fetch_string([&](char* out, size_t* n) { return g_api->KernelInfo_GetInputName(info_, i, out, n); });
 }
 
 ONNXTensorElementDataType KernelInfo::input_dtype(size_t i) const {
+  if (step_ && i == 0) return in0_;
+  if (step_ && i >= n_inputs_) return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  if (step_) i = first_input_ + i - 1;
   OrtTypeInfo* ti = nullptr;
   check(g_api->KernelInfo_GetInputTypeInfo(info_, i, &ti));
   const OrtTensorTypeAndShapeInfo* tsi = nullptr;
@@ -136,6 +156,7 @@ ONNXTensorElementDataType KernelInfo::input_dtype(size_t i) const {
 }
 
 ONNXTensorElementDataType KernelInfo::output_dtype(size_t i) const {
+  if (step_) return i == 0 ? out_ : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   OrtTypeInfo* ti = nullptr;
   check(g_api->KernelInfo_GetOutputTypeInfo(info_, i, &ti));
   const OrtTensorTypeAndShapeInfo* tsi = nullptr;
@@ -162,7 +183,7 @@ bool KernelInfo::probe(OrtStatus* st, const char* name) const {
 bool KernelInfo::has_attr(const char* name) const {
   // Probe through every getter: an attribute exists if any type succeeds or reports a type mismatch.
   int64_t i = 0;
-  OrtStatus* st = g_api->KernelInfoGetAttribute_int64(info_, name, &i);
+  OrtStatus* st = g_api->KernelInfoGetAttribute_int64(info_, key(name).c_str(), &i);
   if (st == nullptr) return true;
   std::string msg = g_api->GetErrorMessage(st);
   g_api->ReleaseStatus(st);
@@ -171,53 +192,53 @@ bool KernelInfo::has_attr(const char* name) const {
 
 int64_t KernelInfo::attr_int(const char* name) const {
   int64_t v = 0;
-  if (!probe(g_api->KernelInfoGetAttribute_int64(info_, name, &v), name))
+  if (!probe(g_api->KernelInfoGetAttribute_int64(info_, key(name).c_str(), &v), name))
     throw_error("required attribute '", name, "' is missing");
   return v;
 }
 
 int64_t KernelInfo::attr_int(const char* name, int64_t dflt) const {
   int64_t v = 0;
-  return probe(g_api->KernelInfoGetAttribute_int64(info_, name, &v), name) ? v : dflt;
+  return probe(g_api->KernelInfoGetAttribute_int64(info_, key(name).c_str(), &v), name) ? v : dflt;
 }
 
 float KernelInfo::attr_float(const char* name) const {
   float v = 0;
-  if (!probe(g_api->KernelInfoGetAttribute_float(info_, name, &v), name))
+  if (!probe(g_api->KernelInfoGetAttribute_float(info_, key(name).c_str(), &v), name))
     throw_error("required attribute '", name, "' is missing");
   return v;
 }
 
 float KernelInfo::attr_float(const char* name, float dflt) const {
   float v = 0;
-  return probe(g_api->KernelInfoGetAttribute_float(info_, name, &v), name) ? v : dflt;
+  return probe(g_api->KernelInfoGetAttribute_float(info_, key(name).c_str(), &v), name) ? v : dflt;
 }
 
 std::string KernelInfo::attr_string(const char* name) const {
   size_t n = 0;
-  if (!probe(g_api->KernelInfoGetAttribute_string(info_, name, nullptr, &n), name))
+  if (!probe(g_api->KernelInfoGetAttribute_string(info_, key(name).c_str(), nullptr, &n), name))
     throw_error("required attribute '", name, "' is missing");
   std::string s(n, '\0');
-  check(g_api->KernelInfoGetAttribute_string(info_, name, s.data(), &n));
+  check(g_api->KernelInfoGetAttribute_string(info_, key(name).c_str(), s.data(), &n));
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
 
 std::string KernelInfo::attr_string(const char* name, const std::string& dflt) const {
   size_t n = 0;
-  if (!probe(g_api->KernelInfoGetAttribute_string(info_, name, nullptr, &n), name)) return dflt;
+  if (!probe(g_api->KernelInfoGetAttribute_string(info_, key(name).c_str(), nullptr, &n), name)) return dflt;
   std::string s(n, '\0');
-  check(g_api->KernelInfoGetAttribute_string(info_, name, s.data(), &n));
+  check(g_api->KernelInfoGetAttribute_string(info_, key(name).c_str(), s.data(), &n));
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
 
 std::vector<int64_t> KernelInfo::attr_ints(const char* name) const {
   size_t n = 0;
-  if (!probe(g_api->KernelInfoGetAttributeArray_int64(info_, name, nullptr, &n), name))
+  if (!probe(g_api->KernelInfoGetAttributeArray_int64(info_, key(name).c_str(), nullptr, &n), name))
     throw_error("required attribute '", name, "' is missing");
   std::vector<int64_t> v(n);
-  if (n) check(g_api->KernelInfoGetAttributeArray_int64(info_, name, v.data(), &n));
+  if (n) check(g_api->KernelInfoGetAttributeArray_int64(info_, key(name).c_str(), v.data(), &n));
   return v;
 }
 
@@ -227,10 +248,10 @@ std::vector<int64_t> KernelInfo::attr_ints(const char* name, const std::vector<i
 
 std::vector<float> KernelInfo::attr_floats(const char* name) const {
   size_t n = 0;
-  if (!probe(g_api->KernelInfoGetAttributeArray_float(info_, name, nullptr, &n), name))
+  if (!probe(g_api->KernelInfoGetAttributeArray_float(info_, key(name).c_str(), nullptr, &n), name))
     throw_error("required attribute '", name, "' is missing");
   std::vector<float> v(n);
-  if (n) check(g_api->KernelInfoGetAttributeArray_float(info_, name, v.data(), &n));
+  if (n) check(g_api->KernelInfoGetAttributeArray_float(info_, key(name).c_str(), v.data(), &n));
   return v;
 }
 
@@ -245,7 +266,8 @@ bool KernelInfo::attr_bool(const char* name, bool dflt) const {
 }
 
 std::optional<OwnedTensor> KernelInfo::constant_input(size_t i) const {
-  if (!has_input(i)) return std::nullopt;
+  if (!has_input(i) || (step_ && i == 0)) return std::nullopt;
+  if (step_) i = first_input_ + i - 1;
   int is_const = 0;
   const OrtValue* v = nullptr;
   check(g_api->KernelInfoGetConstantInput_tensor(info_, i, &is_const, &v));
@@ -256,12 +278,14 @@ std::optional<OwnedTensor> KernelInfo::constant_input(size_t i) const {
 // ---- KernelContext ---------------------------------------------------------------------------------------
 
 size_t KernelContext::input_count() const {
+  if (step_ != nullptr) return 1;
   size_t n = 0;
   check(g_api->KernelContext_GetInputCount(ctx_, &n));
   return n;
 }
 
 std::optional<TensorView> KernelContext::input(size_t i) const {
+  if (step_ != nullptr) return i == 0 ? std::optional<TensorView>(step_->in) : std::nullopt;
   if (i >= input_count()) return std::nullopt;
   const OrtValue* v = nullptr;
   check(g_api->KernelContext_GetInput(ctx_, i, &v));
@@ -285,6 +309,13 @@ void* KernelContext::output(size_t i, const Shape& shape) const {
   if (__builtin_mul_overflow(n, static_cast<int64_t>(es), &bytes) || bytes > kMaxTensorBytes) {
     const std::string what = "output " + std::to_string(i) + " of shape " + shape_str(shape);
     checked_bytes(n, static_cast<int64_t>(es), what.c_str());  // throws naming the size and the limit
+  }
+  if (step_ != nullptr && !step_->last) {  // a chain step's output: the chain's buffer
+    if (i != 0) throw_error("a chain step has one output, asked for output ", i);
+    const int64_t own = checked_bytes(n, static_cast<int64_t>(dtype_size(step_->out_dtype)), "a chain step's output");
+    if (step_->buf->size() < static_cast<size_t>(own)) step_->buf->resize(static_cast<size_t>(own));
+    step_->out = {step_->out_dtype, shape, step_->buf->data()};
+    return step_->buf->data();
   }
   OrtValue* v = nullptr;
   if (OrtStatus* st = g_api->KernelContext_GetOutput(ctx_, i, shape.data(), shape.size(), &v)) {

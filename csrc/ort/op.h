@@ -75,10 +75,23 @@ class KernelInfo {
   // The value of input i when it is a constant initializer, copied; nullopt otherwise.
   std::optional<OwnedTensor> constant_input(size_t i) const;
 
+  // One step of a chain node (QChain): the view a step's kernel gets of the chain's node. Its attributes are the
+  // node's attributes named prefix + name; its input 0 is the value the step before writes (of type in0, never a
+  // constant); its inputs 1 .. n_inputs - 1 are the node's inputs first_input .. first_input + n_inputs - 2; one
+  // output, of type out.
+  KernelInfo step(std::string prefix, size_t first_input, size_t n_inputs, ONNXTensorElementDataType in0,
+                  ONNXTensorElementDataType out) const;
+
  private:
   // Returns false if the attribute is absent; throws Error if it is present with another type.
   bool probe(OrtStatus* st, const char* name) const;
+  std::string key(const char* name) const { return prefix_ + name; }
   const OrtKernelInfo* info_;
+  // A step view (step()): the node's input index of the step's input i >= 1 is first_input_ + i - 1.
+  bool step_ = false;
+  std::string prefix_;
+  size_t first_input_ = 0, n_inputs_ = 0;
+  ONNXTensorElementDataType in0_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED, out_ = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 };
 
 // Inputs, outputs and the intra-op thread pool of one Compute call.
@@ -88,6 +101,17 @@ class KernelContext {
   // as 8), used to refuse outputs over kMaxTensorBytes before onnxruntime allocates them.
   explicit KernelContext(OrtKernelContext* ctx, const std::vector<size_t>* out_elem_bytes = nullptr)
       : ctx_(ctx), out_elem_bytes_(out_elem_bytes) {}
+  // One step of a chain node (QChain): input 0 is `in` (no other input); output 0 is the chain's output when
+  // `last`, else written into `buf` (grown as needed, kept by the caller across calls) and described in `out`.
+  struct Step {
+    TensorView in;
+    std::vector<uint8_t>* buf = nullptr;
+    ONNXTensorElementDataType out_dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    bool last = false;
+    TensorView out;  // set by output() when not last
+  };
+  KernelContext(const KernelContext& chain, Step* step)
+      : ctx_(chain.ctx_), out_elem_bytes_(chain.out_elem_bytes_), step_(step) {}
   size_t input_count() const;
   // nullopt when an optional input is absent.
   std::optional<TensorView> input(size_t i) const;
@@ -105,6 +129,7 @@ class KernelContext {
  private:
   OrtKernelContext* ctx_;
   const std::vector<size_t>* out_elem_bytes_;
+  Step* step_ = nullptr;
 };
 
 class OpKernel {

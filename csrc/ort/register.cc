@@ -144,6 +144,8 @@ const std::vector<Entry>& table() {
       {&kIntegerDomains, "AvgPoolCodes", &avgpool_codes_spec},
       {&kIntegerDomains, "QGemm", &qgemm_spec},
       {&kIntegerDomains, "QGemmCodes", &qgemm_codes_spec},
+      {&kIntegerDomains, "QChain", &qchain_spec},
+      {&kIntegerDomains, "QChainCodes", &qchain_codes_spec},
       {&kIntegerDomains, "QuantCodes", &quant_codes_spec},
       {&kIntegerDomains, "Rescale", &rescale_spec},
   };

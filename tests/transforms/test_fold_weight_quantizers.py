@@ -14,6 +14,7 @@ from ortquant import kernels
 from ortquant.reference import qonnx as ref
 from ortquant.transforms import PrepareOptions, apply_pipeline
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers, foldable_nodes
+from ortquant.transforms.integer_chain import unchain
 
 MODELS = Path(__file__).resolve().parents[2] / "models"
 Q = "qonnx.custom_op.general"
@@ -155,7 +156,7 @@ def test_integer_prepare_evaluates_all_weight_quantizers_in_one_session(monkeypa
     calls = _count_sessions(monkeypatch)
     fast = ortquant.prepare_model(m, integer=True)
     assert calls == [6]  # the six weight quantizers (Conv x4, Gemm x2), evaluated together once
-    assert sum(n.domain == "ortquant.integer" for n in fast.graph.node) == 6
+    assert sum(n.domain == "ortquant.integer" for n in unchain(fast)) == 6
     import importlib
 
     fwq = importlib.import_module("ortquant.transforms.fold_weight_quantizers")

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper
 import ortquant
 from ortquant.reference import qonnx as qref
 from ortquant.transforms.integer_avgpool_codes import fuse_integer_avgpool_codes
+from ortquant.transforms.integer_chain import unchain
 
 Q = "qonnx.custom_op.general"
 
@@ -76,7 +77,7 @@ def _mean(v: np.ndarray, scale: float, k: list[int] | None, s: list[int] | None)
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in m.graph.node]
+    return [n.op_type for n in unchain(m)]
 
 
 def _run(m: onnx.ModelProto, x: np.ndarray, **kw: bool) -> list[np.ndarray]:

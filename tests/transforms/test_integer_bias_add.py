@@ -18,6 +18,7 @@ from onnx import TensorProto, helper
 import ortquant
 from ortquant.reference import integer as iref
 from ortquant.reference import qonnx as qref
+from ortquant.transforms.integer_chain import unchain
 
 Q = "qonnx.custom_op.general"
 K, N = 24, 10
@@ -91,7 +92,7 @@ def _dense_reference(x: np.ndarray, p: dict[str, np.ndarray], bias: np.ndarray, 
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in ortquant.prepare_model(m, integer=True).graph.node]
+    return [n.op_type for n in unchain(ortquant.prepare_model(m, integer=True))]
 
 
 @pytest.mark.parametrize("relu", [False, True])
@@ -232,5 +233,5 @@ def test_the_qkeras_jet_tagger_loses_its_bias_adds():
     if not path.exists():
         pytest.skip(f"the real-world corpus is not at {CORPUS}")
     prepared = ortquant.prepare_model(str(path), integer=True)
-    ops = [n.op_type for n in prepared.graph.node]
+    ops = [n.op_type for n in unchain(prepared)]
     assert ops == ["MatMul", "Add", "Relu", "QGemmCodes", "QGemmCodes", "QGemm", "Softmax"], ops

@@ -17,6 +17,7 @@ from _integer_fixtures import prepared_without, registered_session
 from onnx import TensorProto, helper
 
 import ortquant
+from ortquant.transforms.integer_chain import unchain
 
 Q = "qonnx.custom_op.general"
 
@@ -132,7 +133,7 @@ def _check_same_bits(m: onnx.ModelProto, batch: int = 2) -> onnx.ModelProto:
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in m.graph.node]
+    return [n.op_type for n in unchain(m)]
 
 
 def test_unet_block_carries_codes_through_pool_resize_and_concat():
@@ -141,12 +142,12 @@ def test_unet_block_carries_codes_through_pool_resize_and_concat():
     assert "Quant" not in ops  # the input's is the first layer's own; the others are codes or tables now
     assert "MaxPoolCodes" in ops and "MaxPool" not in ops
     assert ops.count("QConvCodes") == 2 and ops.count("QConv") == 1
-    conv_b = next(n for n in prepared.graph.node if n.op_type == "QConvCodes" and n.output[0].startswith("yb"))
+    conv_b = next(n for n in unchain(prepared) if n.op_type == "QConvCodes" and n.output[0].startswith("yb"))
     table = next(list(a.ints) for a in conv_b.attribute if a.name == "out_table")
     # Quant(B = 0.125) then Quant(A = 0.25): code b (value b / 8) -> round-half-even(b / 2), stored + 8 (offset -8).
     for b in range(-8, 8):
         assert table[b + 8 + 128] == int(np.rint(b / 2)) + 8
-    conv_a = next(n for n in prepared.graph.node if n.op_type == "QConvCodes" and n.output[0].startswith("ya"))
+    conv_a = next(n for n in unchain(prepared) if n.op_type == "QConvCodes" and n.output[0].startswith("ya"))
     assert all(a.name != "out_table" for a in conv_a.attribute)  # Quant(A) read as A: the identity
 
 
@@ -155,7 +156,7 @@ def test_leaky_relu_between_quantizers_becomes_a_table(bits: int):
     prepared = _check_same_bits(_separable(bits))
     ops = _ops(prepared)
     assert "Quant" not in ops and "LeakyRelu" not in ops
-    assert any(a.name == "out_table" for n in prepared.graph.node for a in n.attribute)
+    assert any(a.name == "out_table" for n in unchain(prepared) for a in n.attribute)
 
 
 def test_leaky_relu_before_a_pool_folds_into_the_table():
@@ -210,7 +211,7 @@ def test_eight_bit_codes_through_resize(signed: int, pool: bool):
     ops = _ops(prepared)
     assert "Quant" not in ops and ops.count("QConvCodes") == 1 and ops.count("QConv") == 1
     assert ("MaxPoolCodes" in ops) == pool and "MaxPool" not in ops
-    up = next(n for n in prepared.graph.node if n.op_type == "Resize")
+    up = next(n for n in unchain(prepared) if n.op_type == "Resize")
     assert up.output[0].endswith("__codes")
 
 

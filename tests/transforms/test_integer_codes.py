@@ -13,6 +13,7 @@ from _integer_fixtures import init as _init
 from onnx import TensorProto, helper
 
 import ortquant
+from ortquant.transforms.integer_chain import unchain
 from ortquant.transforms.integer_codes import fuse_integer_codes
 
 Q = "qonnx.custom_op.general"
@@ -131,7 +132,7 @@ def _expected(layers: list[dict], params: list[dict], x: np.ndarray) -> list[np.
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in ortquant.prepare_model(m, integer=True).graph.node]
+    return [n.op_type for n in unchain(ortquant.prepare_model(m, integer=True))]
 
 
 CASES = {
@@ -206,8 +207,9 @@ def test_readers_with_different_quantizers_stay_float():
 def test_qconv_codes_without_its_output_quantizer_is_a_clear_error():
     m, _ = _chain([{"m": 8, "k": 3}, {"m": 8, "k": 3}], 4, 8, 8)
     prepared = ortquant.prepare_model(m, integer=True)
-    node = next(n for n in prepared.graph.node if n.op_type == "QConvCodes")
-    kept = [a for a in node.attribute if not a.name.startswith("out_act_")]
+    (node,) = prepared.graph.node  # the two layers as one QChain: step 0's attributes are __0_*
+    assert next(n.op_type for n in unchain(prepared)) == "QConvCodes"
+    kept = [a for a in node.attribute if not a.name.startswith("__0_out_act_")]
     del node.attribute[:]
     node.attribute.extend(kept)
     with pytest.raises(Exception, match=r"QConvCodes needs the attributes 'out_act_\*'"):
@@ -450,7 +452,7 @@ def _run_net(layers: list[dict], shape: list, batches: tuple[int, ...], **kw) ->
 
 def _count(prepared: onnx.ModelProto) -> dict[str, int]:
     ops: dict[str, int] = {}
-    for n in prepared.graph.node:
+    for n in unchain(prepared):
         ops[n.op_type] = ops.get(n.op_type, 0) + 1
     return ops
 
@@ -510,9 +512,9 @@ def test_qgemm_codes_write_the_readers_quantizer_and_the_readers_take_int8():
     layers = [{"op": "gemm", "n": 16}, {"op": "matmul", "n": 8, "bits": 5, "signed": True, "relu": False}]
     m, params = _net(layers, ["n", 12])
     prepared = ortquant.prepare_model(m, integer=True)
-    ops = [n.op_type for n in prepared.graph.node]
+    ops = [n.op_type for n in unchain(prepared)]
     assert ops == ["QGemmCodes", "QGemm"], ops
-    producer, reader = prepared.graph.node
+    producer, reader = unchain(prepared)
     assert reader.input[0] == producer.output[0] and producer.output[0].endswith("__codes")
     out_act = {a.name[4:]: helper.get_attribute_value(a) for a in producer.attribute if a.name.startswith("out_act_")}
     act = {a.name: helper.get_attribute_value(a) for a in reader.attribute if a.name.startswith("act_")}
@@ -549,7 +551,7 @@ def test_binary_weight_dense_readers_stay_float(reader):
     layers = [{"op": "gemm", "n": 16, "relu": False}, {"op": "gemm", "n": 8, "binary": True, **reader}]
     m, _ = _net(layers, ["n", 12])
     prepared = ortquant.prepare_model(m, integer=True)
-    assert [n.op_type for n in prepared.graph.node] == ["QGemm", "QGemm"]
+    assert [n.op_type for n in unchain(prepared)] == ["QGemm", "QGemm"]
     assert fuse_integer_codes(prepared) is prepared
 
 
@@ -557,14 +559,15 @@ def test_wide_dense_readers_stay_float():
     layers = [{"op": "gemm", "n": 16}, {"op": "gemm", "n": 8, "bits": 12, "scale": 0.001}]
     m, _ = _net(layers, ["n", 12])
     prepared = ortquant.prepare_model(m, integer=True)
-    assert [n.op_type for n in prepared.graph.node] == ["QGemm", "QGemm"]
+    assert [n.op_type for n in unchain(prepared)] == ["QGemm", "QGemm"]
 
 
 def test_qgemm_codes_without_its_output_quantizer_is_a_clear_error():
     m, _ = _net([{"op": "gemm", "n": 16}, {"op": "gemm", "n": 8}], ["n", 12])
     prepared = ortquant.prepare_model(m, integer=True)
-    node = next(n for n in prepared.graph.node if n.op_type == "QGemmCodes")
-    kept = [a for a in node.attribute if not a.name.startswith("out_act_")]
+    (node,) = prepared.graph.node  # the two layers as one QChain: step 0's attributes are __0_*
+    assert next(n.op_type for n in unchain(prepared)) == "QGemmCodes"
+    kept = [a for a in node.attribute if not a.name.startswith("__0_out_act_")]
     del node.attribute[:]
     node.attribute.extend(kept)
     with pytest.raises(Exception, match=r"QGemmCodes.*'out_act_"):

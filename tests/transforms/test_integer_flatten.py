@@ -13,6 +13,7 @@ from _integer_fixtures import prepared_without, registered_session
 from onnx import TensorProto, helper
 
 import ortquant
+from ortquant.transforms.integer_chain import unchain
 from ortquant.transforms.integer_flatten import fuse_integer_flatten
 
 Q = "qonnx.custom_op.general"
@@ -67,7 +68,7 @@ def _with_shape(m: onnx.ModelProto, t: onnx.TensorProto | None) -> onnx.ModelPro
 
 
 def _ops(m: onnx.ModelProto) -> list[str]:
-    return [n.op_type for n in m.graph.node]
+    return [n.op_type for n in unchain(m)]
 
 
 def _same_bits(m: onnx.ModelProto, batch: int = 3) -> np.ndarray:
@@ -97,7 +98,7 @@ def test_fused_flatten_keeps_every_bit(build, axis: int, rows: int):
     m = _with_shape(_model(step, k), shape)
     prepared = ortquant.prepare_model(m, integer=True)
     assert "Flatten" not in _ops(prepared) and "Reshape" not in _ops(prepared), _ops(prepared)
-    gemm = next(n for n in prepared.graph.node if n.op_type.startswith("QGemm"))
+    gemm = next(n for n in unchain(prepared) if n.op_type.startswith("QGemm"))
     assert [a.i for a in gemm.attribute if a.name == "flatten"] == [axis]
     y = _same_bits(m)
     assert y.shape == (rows, 5)
@@ -122,7 +123,7 @@ def test_a_reshape_that_is_not_a_flatten_stays(target: list[int], k: int):
     m = _with_shape(_model(step, k, batch=1 if target[0] == 2 else "n"), shape)
     prepared = ortquant.prepare_model(m, integer=True)
     assert "Reshape" in _ops(prepared)
-    assert not any(a.name == "flatten" for n in prepared.graph.node for a in n.attribute)
+    assert not any(a.name == "flatten" for n in unchain(prepared) for a in n.attribute)
     _same_bits(m, batch=1)
 
 

@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 import ortquant
 from conftest import assert_bitexact
 from ortquant.transforms.channels_last import CHANNELS_LAST, rewrite_channels_last
+from ortquant.transforms.integer_chain import unchain
 from ortquant.transforms.transpose_pairs import cancel_transpose_pairs
 
 Q = "qonnx.custom_op.general"
@@ -97,9 +98,10 @@ def test_integer_mode_fuses_the_quantizer_once_the_pair_is_gone() -> None:
     integer_code_flow, and the output Transpose into the second layer: integer_channels_last); the first layer reads
     the model's NHWC input through the input Transpose (the grid path)."""
     prepared = ortquant.prepare_model(_block(), integer=True)
-    ops = [n.op_type for n in prepared.graph.node]
+    nodes = unchain(prepared)
+    ops = [n.op_type for n in nodes]
     assert ops == ["Quant", "Transpose", "QConvCodes", "QConv"]
-    assert prepared.graph.node[3].input[0] == prepared.graph.node[2].output[0]  # the second layer reads the codes
+    assert nodes[3].input[0] == nodes[2].output[0]  # the second layer reads the codes
 
 
 def test_per_channel_parameter_keeps_the_pair() -> None:

@@ -8,7 +8,18 @@ import dataclasses
 import onnx
 from onnx import TensorProto
 
-from ortquant.schemas._builder import Attr, AttrType, Op, Optional, Param, attr, input_shape, register_ops, set_output
+from ortquant.schemas._builder import (
+    Attr,
+    AttrType,
+    Op,
+    Optional,
+    Param,
+    Variadic,
+    attr,
+    input_shape,
+    register_ops,
+    set_output,
+)
 from ortquant.schemas.linger_matrix import _ints, _spatial
 
 DOMAINS = ("ortquant.integer",)
@@ -161,6 +172,32 @@ def _infer_same(ctx: onnx.shape_inference.InferenceContext) -> None:
     set_output(ctx, 0, TensorProto.FLOAT, input_shape(ctx, 0))
 
 
+def _infer_chain(ctx: onnx.shape_inference.InferenceContext) -> None:
+    """A QChain's output: each step's own schema inference in turn (the step's attributes are the __<k>_* ones)."""
+    ops = str(attr(ctx, "steps", b"").decode()).split()
+    counts = list(attr(ctx, "step_inputs", []))
+    if not ops or len(counts) != len(ops):
+        return
+    t = ctx.get_input_type(0)
+    at = 1
+    for k, (op, count) in enumerate(zip(ops, counts, strict=True)):
+        schema = onnx.defs.get_schema(op, 1, DOMAINS[0])
+        node = onnx.helper.make_node(op, [f"x{i}" for i in range(1 + count)], ["y"], domain=DOMAINS[0])
+        for name in schema.attributes:
+            a = ctx.get_attribute(f"__{k}_{name}")
+            if a is not None:
+                b = onnx.AttributeProto()
+                b.CopyFrom(a)
+                b.name = name
+                node.attribute.append(b)
+        types = {"x0": t, **{f"x{i}": ctx.get_input_type(at + i - 1) for i in range(1, 1 + count)}}
+        t = onnx.shape_inference.infer_node_outputs(schema, node, types).get("y")
+        if t is None:
+            return
+        at += count
+    ctx.set_output_type(0, t)
+
+
 def ops() -> list[Op]:
     """The integer-mode op schemas."""
     ins = [
@@ -238,6 +275,21 @@ def ops() -> list[Op]:
         Op("QGemmCodes", gemm_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", gemm_ins, [Param("Y", "tensor(int8)")],
            [*_ACT, _CHECK, *_OUT_ACT, _XNOR, flatten], conv_types[:1], _infer_gemm_codes),
+        *(Op(name, "Integer-mode layers run one after the other in one node (transforms/integer_chain.py; "
+             "onnxruntime's cost per node is as large as a small layer's): the steps' ops (QConv, QConvCodes, QGemm, "
+             "QGemmCodes, MaxPoolCodes, AvgPoolCodes) named in order in steps, each step's X the output of the step "
+             "before (the first's: X), its constant inputs (W, S, B) the next step_inputs[k] inputs, its attributes "
+             "the node's attributes __<k>_<name>. Output: the last step's " + what + ".",
+             [Param("X", "T", doc="the first step's X"),
+              Param("C", "TC", Variadic, min_arity=1, homogeneous=False, doc="the steps' constant inputs in order")],
+             [Param("Y", out_type)],
+             [Attr("steps", AttrType.STRING, required=True, doc="the steps' op types, separated by spaces"),
+              Attr("step_inputs", AttrType.INTS, required=True, doc="per step, its number of constant inputs"),
+              Attr("step_values", AttrType.STRINGS, doc="the names of the values between the steps (not read by "
+                   "the kernel; transforms/integer_chain.py's unchain gives the steps back as nodes)")],
+             [conv_types[0], ("TC", ["tensor(int8)", "tensor(double)", "tensor(float)"], "W, S, B")], _infer_chain)
+          for name, what, out_type in (("QChain", "float32 values", "tensor(float)"),
+                                       ("QChainCodes", "int8 codes", "tensor(int8)"))),
         Op("QuantCodes", "Y = q - z of the act_* quantizer as float32 (integer mode's float-exact backend).",
            ins[:1], out, [*(a for a in _ACT if a.name != "relu"), _CHECK], (), _infer_same),
         Op("Rescale", "Y = float32(double(ACC) * S[j] + B[j]) with j along axis; relu: Y < 0 ? 0 : Y.",

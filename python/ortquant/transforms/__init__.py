@@ -27,6 +27,7 @@ from ortquant.transforms.int8_relu import rewrite_int8_relu
 from ortquant.transforms.int_maxpool_pads import rewrite_int_maxpool_pads
 from ortquant.transforms.integer_avgpool_codes import fuse_integer_avgpool_codes
 from ortquant.transforms.integer_bias_add import fuse_integer_bias_add
+from ortquant.transforms.integer_chain import fuse_integer_chain
 from ortquant.transforms.integer_channels_last import fuse_integer_channels_last
 from ortquant.transforms.integer_code_flow import flow_integer_codes
 from ortquant.transforms.integer_codes import fuse_integer_codes
@@ -35,6 +36,7 @@ from ortquant.transforms.integer_flatten import fuse_integer_flatten
 from ortquant.transforms.integer_leaky_relu import fuse_integer_leaky_relu
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 from ortquant.transforms.integer_residual import fuse_integer_residual
+from ortquant.transforms.integer_squeeze_pairs import cancel_squeeze_pairs
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 from ortquant.transforms.lower_integer import lower_integer
 from ortquant.transforms.transpose_pairs import cancel_transpose_pairs
@@ -111,6 +113,11 @@ PIPELINE: list[Transform] = [
     Transform("fuse_integer_channels_last", fuse_integer_channels_last, lambda o: o.integer),
     # Integer mode: a Flatten (or a Reshape that flattens) read only by a QGemm: the op reads its input flattened.
     Transform("fuse_integer_flatten", fuse_integer_flatten, lambda o: o.integer),
+    # Integer mode: the Squeeze -> Unsqueeze pairs between 1-D layers (run as 2-D ones of height 1) go.
+    Transform("cancel_squeeze_pairs", cancel_squeeze_pairs, lambda o: o.integer),
+    # Integer mode, last: consecutive integer-mode layers, each read only by the next, run as one QChain node
+    # (onnxruntime's cost per node is as large as a small layer's arithmetic).
+    Transform("fuse_integer_chain", fuse_integer_chain, lambda o: o.integer),
     # Then weight quantizers become initializers (after the integer lowering, which reads them), except for exact.
     Transform("fold_weight_quantizers", fold_weight_quantizers, lambda o: not o.exact),
     # Then the initializers no node reads any more go (onnxruntime would warn about each when loading the model).

@@ -17,6 +17,9 @@ OpSpec avgpool_codes_spec(const std::string& name);
 // QGemm: X float32 values or int8 codes; QGemmCodes: its output as the int8 codes of its out_act_* quantizer.
 OpSpec qgemm_spec(const std::string& name);
 OpSpec qgemm_codes_spec(const std::string& name);
+// A chain of the ops above in one node (chain.cc): QChain writes float32 values, QChainCodes int8 codes.
+OpSpec qchain_spec(const std::string& name);
+OpSpec qchain_codes_spec(const std::string& name);
 // The float-exact backend (float_exact.cc).
 OpSpec quant_codes_spec(const std::string& name);
 OpSpec rescale_spec(const std::string& name);

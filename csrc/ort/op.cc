@@ -313,9 +313,14 @@ void* KernelContext::output(size_t i, const Shape& shape) const {
   if (step_ != nullptr && !step_->last) {  // a chain step's output: the chain's buffer
     if (i != 0) throw_error("a chain step has one output, asked for output ", i);
     const int64_t own = checked_bytes(n, static_cast<int64_t>(dtype_size(step_->out_dtype)), "a chain step's output");
-    if (step_->buf->size() < static_cast<size_t>(own)) step_->buf->resize(static_cast<size_t>(own));
-    step_->out = {step_->out_dtype, shape, step_->buf->data()};
-    return step_->buf->data();
+    // 64-byte aligned, as onnxruntime's own allocations (malloc's are 16-byte aligned).
+    constexpr size_t kAlign = 64;
+    const size_t need = static_cast<size_t>(own) + kAlign;
+    if (step_->buf->size() < need) step_->buf->resize(need);
+    const auto at = reinterpret_cast<uintptr_t>(step_->buf->data());
+    void* data = step_->buf->data() + (kAlign - at % kAlign) % kAlign;
+    step_->out = {step_->out_dtype, shape, data};
+    return data;
   }
   OrtValue* v = nullptr;
   if (OrtStatus* st = g_api->KernelContext_GetOutput(ctx_, i, shape.data(), shape.size(), &v)) {

@@ -328,6 +328,22 @@ def test_a_chain_whose_last_step_writes_codes_is_not_a_values_chain() -> None:
 
 
 def test_a_step_error_at_run_time_names_the_step() -> None:
-    sess = ortquant.InferenceSession(_net(["conv", "pool", "conv", "head"], hw="hw"), integer=True)
-    with pytest.raises(Exception, match=r"step 0 \(QConvCodes 'c0'\): the convolution's output is 1 x 1, smaller than"):
-        sess.run(None, {"x": np.zeros((1, 3, 1, 1), np.float32)})
+    """The first step told that X's grid is a declaration to check (act_check): an off-grid value is an error
+    at run time, named by the step."""
+    prepared = ortquant.prepare_model(_net(["conv", "conv", "head"]), integer=True)
+    _set(_chain_node(prepared), "__0_act_check", "input 'x' (finn_datatype UINT4)")
+    sess = ortquant.InferenceSession(prepared)
+    x = np.zeros((1, 3, 4, 4), np.float32)
+    sess.run(None, {"x": x})  # on the grid
+    x[0, 0, 0, 1] = 0.013
+    with pytest.raises(Exception, match=r"step 0 \(QConvCodes 'c0'\): input X holds 0\.013\d* at flat index 1"):
+        sess.run(None, {"x": x})
+
+
+@pytest.mark.parametrize("hw", [256, "hw"])
+def test_large_or_unknown_values_between_layers_stay_nodes(hw: object) -> None:
+    """A 256 x 256 image's codes (393 KiB per image, over MAX_STEP_BYTES) or a size onnx cannot infer: no chain."""
+    m = _net(["conv", "conv", "conv"], hw=hw)
+    prepared = _same_bits(m, [{"x": np.random.default_rng(0).standard_normal((1, 3, 256, 256)).astype(np.float32)}])
+    ops = [n.op_type for n in prepared.graph.node if n.domain == "ortquant.integer"]
+    assert ops == ["QConvCodes", "QConvCodes", "QConv"], ops

@@ -8,7 +8,8 @@ arithmetic; the chain's kernel runs the same steps' kernels one after the other 
 ``QChain``), so the values and the bits are those of the nodes it replaces. A step is a ``QConv``, ``QConvCodes``,
 ``QGemm``, ``QGemmCodes`` (without a residual input: its W, S and B initializers are its only other inputs),
 ``MaxPoolCodes`` or ``AvgPoolCodes`` of the ``ortquant.integer`` domain; a step's output must be read by the next
-step's X alone and not be a graph output. Each step's attributes are copied as ``__<step>_<name>`` (names the ONNX
+step's X alone, not be a graph output, and be known (onnx shape inference) to take at most ``MAX_STEP_BYTES`` per
+image. Each step's attributes are copied as ``__<step>_<name>`` (names the ONNX
 checker leaves to the op), the names of the values between the steps kept in ``step_values``; the chain's output is
 the last step's (``QChainCodes`` when it is int8 codes). ``unchain`` gives the steps back as nodes. Returns
 ``model`` itself when no two steps chain.
@@ -19,9 +20,13 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from ortquant.transforms._util import copy_model, node_readers, producers, set_nodes
+from ortquant.transforms._util import copy_model, infer_shapes, node_readers, producers, set_nodes
 
 INTEGER_DOMAIN = "ortquant.integer"
+# The largest value (bytes per image) a chain keeps between two steps. The node cost a chain saves matters next to
+# layers of a few microseconds, whose values are small; a chain over large images measured slower than the same
+# layers as nodes (exm_separable's 512 x 512 layers 1.03-1.05x the time on Zen 4), so those stay nodes.
+MAX_STEP_BYTES = 256 * 1024
 # Per op a step may be: its constant inputs after X, and whether it writes int8 codes.
 _STEPS: dict[str, tuple[int, bool]] = {
     "QConv": (3, False),
@@ -52,11 +57,27 @@ def fuse_integer_chain(model: onnx.ModelProto) -> onnx.ModelProto:
     producer = producers(nodes)
     readers = node_readers(nodes)
     outputs = {o.name for o in model.graph.output}
+    inferred = infer_shapes(model)
+    shapes = {
+        vi.name: vi.type.tensor_type
+        for vi in ([*inferred.value_info, *inferred.output] if inferred is not None else [])
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape")
+    }
+
+    def small(v: str) -> bool:
+        """Whether value v is known to take at most MAX_STEP_BYTES per image (all but its first dimension)."""
+        t = shapes.get(v)
+        if t is None or len(t.shape.dim) < 1 or any(not d.HasField("dim_value") for d in t.shape.dim[1:]):
+            return False
+        size = 1 if t.elem_type == onnx.TensorProto.INT8 else 4
+        for d in t.shape.dim[1:]:
+            size *= d.dim_value
+        return size <= MAX_STEP_BYTES
 
     def next_step(i: int) -> int | None:
-        """The step that reads node i's output as its X, when it is that output's only reader."""
+        """The step that reads node i's output as its X, when it is that output's only reader and small."""
         v = nodes[i].output[0]
-        if v in outputs or len(readers.get(v, [])) != 1:
+        if v in outputs or len(readers.get(v, [])) != 1 or not small(v):
             return None
         j = readers[v][0]
         return j if ok[j] and nodes[j].input[0] == v else None

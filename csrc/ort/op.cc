@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <utility>
 
 namespace ortquant::ort {
 
@@ -296,7 +297,7 @@ std::optional<TensorView> KernelContext::input(size_t i) const {
 TensorView KernelContext::required_input(size_t i) const {
   auto t = input(i);
   if (!t) throw_error("input ", i, " is missing");
-  return *t;
+  return std::move(*t);  // (no second copy of the shape)
 }
 
 void* KernelContext::output(size_t i, const Shape& shape) const {

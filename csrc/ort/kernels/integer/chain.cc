@@ -10,8 +10,10 @@
 // the chain gives the bits of the nodes it replaces.
 #include <exception>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -79,6 +81,8 @@ class ChainKernel : public OpKernel {
       const ONNXTensorElementDataType out = spec.outputs[0].type;
       try {
         steps_.push_back(spec.factory(info.step("__" + std::to_string(s) + "_", next, n + 1, in0, out)));
+      } catch (const std::bad_alloc&) {
+        throw;  // reported as running out of memory, with the size (op.cc)
       } catch (const std::exception& e) {
         throw_error(labels_[s], ": ", e.what());
       }
@@ -102,17 +106,19 @@ class ChainKernel : public OpKernel {
     TensorView cur = ctx.required_input(0);
     for (size_t s = 0; s < steps_.size(); ++s) {
       KernelContext::Step io;
-      io.in = cur;
+      io.in = std::move(cur);
       io.buf = &t_buf[s % 2];
       io.out_dtype = out_dtype_[s];
       io.last = s + 1 == steps_.size();
       KernelContext step(ctx, &io);
       try {
         steps_[s]->compute(step);
+      } catch (const std::bad_alloc&) {
+        throw;
       } catch (const std::exception& e) {
         throw_error(labels_[s], ": ", e.what());
       }
-      cur = io.out;
+      cur = std::move(io.out);
     }
   }
 

@@ -77,6 +77,17 @@ def set_nodes(graph: onnx.GraphProto, nodes: list[onnx.NodeProto], stale: set[st
     graph.value_info.extend(kept)
 
 
+def static_shape(graph: onnx.GraphProto | None, name: str) -> list[int | None] | None:
+    """The shape ``infer_shapes`` gave ``name`` in ``graph`` (None per unknown dim), or None when its rank is
+    unknown (or ``graph`` is None)."""
+    if graph is None:
+        return None
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        if vi.name == name and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
+            return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
+    return None
+
+
 def infer_shapes(
     model: onnx.ModelProto, *, data_prop: bool = False, errors: list[str] | None = None
 ) -> onnx.GraphProto | None:

@@ -28,20 +28,11 @@ from ortquant.transforms._util import (
     node_readers,
     producers,
     set_nodes,
+    static_shape,
 )
 
 INTEGER_DOMAIN = "ortquant.integer"
 _GEMMS = ("QGemm", "QGemmCodes")
-
-
-def _static_shape(graph: onnx.GraphProto | None, name: str) -> list[int | None] | None:
-    """The inferred shape of ``name`` (None per unknown dim), or None when its rank is unknown."""
-    if graph is None:
-        return None
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
-        if vi.name == name and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-            return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
-    return None
 
 
 def _flatten_axis(
@@ -105,7 +96,7 @@ def fuse_integer_flatten(model: onnx.ModelProto) -> onnx.ModelProto:
     def shape(name: str) -> list[int | None] | None:
         if not inferred:
             inferred.append(infer_shapes(model))
-        return _static_shape(inferred[0], name)
+        return static_shape(inferred[0], name)
 
     plan: list[tuple[int, int, int]] = []
     for gi, fi in candidates:

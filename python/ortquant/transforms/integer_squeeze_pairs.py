@@ -19,7 +19,15 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, infer_shapes, node_readers, set_nodes
+from ortquant.transforms._util import (
+    STANDARD_DOMAINS,
+    ModelError,
+    copy_model,
+    infer_shapes,
+    node_readers,
+    set_nodes,
+    static_shape,
+)
 
 
 def _axes(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> list[int] | None:
@@ -37,22 +45,13 @@ def _axes(node: onnx.NodeProto, inits: dict[str, onnx.TensorProto]) -> list[int]
         return None
 
 
-def _shape(graph: onnx.GraphProto | None, name: str) -> list[int | None] | None:
-    if graph is None:
-        return None
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
-        if vi.name == name and vi.type.HasField("tensor_type") and vi.type.tensor_type.HasField("shape"):
-            return [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
-    return None
-
-
 def cancel_squeeze_pairs(model: onnx.ModelProto) -> onnx.ModelProto:
     """Remove each Squeeze -> Unsqueeze pair of the same axes that gives back its input; see the module doc."""
     nodes = list(model.graph.node)
     readers = node_readers(nodes)
     outputs = {o.name for o in model.graph.output}
     inits = {t.name: t for t in model.graph.initializer}
-    pairs: list[tuple[int, int, list[int]]] = []
+    pairs: list[tuple[int, int, list[int], list[int]]] = []  # (Squeeze, Unsqueeze, their axes)
     for i, sq in enumerate(nodes):
         if sq.op_type != "Squeeze" or sq.domain not in STANDARD_DOMAINS or len(sq.output) != 1 or not sq.input[0]:
             continue
@@ -66,16 +65,14 @@ def cancel_squeeze_pairs(model: onnx.ModelProto) -> onnx.ModelProto:
         a, b = _axes(sq, inits), _axes(un, inits)
         if a is None or b is None or len(a) == 0:
             continue
-        pairs.append((i, j, [*a, 1 << 30, *b]))  # (split below, once X's rank is known)
+        pairs.append((i, j, a, b))
     if not pairs:
         return model
 
     inferred = infer_shapes(model)
     plan: list[tuple[int, int]] = []
-    for i, j, both in pairs:
-        cut = both.index(1 << 30)
-        a, b = both[:cut], both[cut + 1 :]
-        x = _shape(inferred, nodes[i].input[0])
+    for i, j, a, b in pairs:
+        x = static_shape(inferred, nodes[i].input[0])
         if x is None:
             continue
         r = len(x)

@@ -124,24 +124,26 @@ void register_integer(py::module_& m) {
   m.def(
       "qgemm",
       [](const F32& x, const I8& w, const F64& s, const F64& b, float scale, float zeropt, int64_t bits,
-         bool is_signed, bool narrow, const std::string& mode, bool bipolar, const std::string& kernel, bool relu) {
+         bool is_signed, bool narrow, const std::string& mode, bool bipolar, const std::string& kernel, bool relu,
+         const std::vector<int32_t>& w_shift) {
         if (w.ndim() != 2) throw Error("w must be 2-D [N, K]");
         if (x.ndim() != 2 || x.shape(1) != w.shape(1)) throw Error("x must be 2-D [rows, K]");
         const integer::QGemm g(w.data(), w.shape(0), w.shape(1),
-                               act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu);
+                               act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu,
+                               true, w_shift);
         py::array_t<float> out({x.shape(0), w.shape(0)});
         if (out.size()) g.run(x.data(), x.shape(0), out.mutable_data(), &gemm::run_inline, layer_kernel(kernel, g));
         return out;
       },
       py::arg("x"), py::arg("w"), py::arg("s"), py::arg("b"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"),
       py::arg("signed"), py::arg("narrow"), py::arg("rounding_mode"), py::arg("bipolar"), py::arg("kernel") = "auto",
-      py::arg("relu") = false);
+      py::arg("relu") = false, py::arg("w_shift") = std::vector<int32_t>{});
   m.def(
       "qconv",
       [](const F32& x, const I8& w, const F64& s, const F64& b, float scale, float zeropt, int64_t bits,
          bool is_signed, bool narrow, const std::string& mode, bool bipolar, const std::vector<int64_t>& strides,
          const std::vector<int64_t>& pads, const std::vector<int64_t>& dilations, int64_t group,
-         const std::string& kernel, bool relu) {
+         const std::string& kernel, bool relu, const std::vector<int32_t>& w_shift) {
         if (w.ndim() != 4 || x.ndim() != 4) throw Error("x and w must be 4-D");
         if (strides.size() != 2 || pads.size() != 4 || dilations.size() != 2) throw Error("bad conv attributes");
         conv::ConvAttrs a;
@@ -152,7 +154,8 @@ void register_integer(py::module_& m) {
         a.group = group;
         conv::validate_attrs(a, false);
         const integer::QConv c(w.data(), w.shape(0), w.shape(1), a,
-                               act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu);
+                               act_of(scale, zeropt, bits, is_signed, narrow, mode, bipolar), vec(s), vec(b), relu,
+                               true, w_shift);
         const Shape xs = shape_of(x);
         const Shape os = c.output_shape(xs);
         py::array_t<float> out(std::vector<py::ssize_t>(os.begin(), os.end()));
@@ -161,7 +164,8 @@ void register_integer(py::module_& m) {
       },
       py::arg("x"), py::arg("w"), py::arg("s"), py::arg("b"), py::arg("scale"), py::arg("zeropt"), py::arg("bits"),
       py::arg("signed"), py::arg("narrow"), py::arg("rounding_mode"), py::arg("bipolar"), py::arg("strides"),
-      py::arg("pads"), py::arg("dilations"), py::arg("group"), py::arg("kernel") = "auto", py::arg("relu") = false);
+      py::arg("pads"), py::arg("dilations"), py::arg("group"), py::arg("kernel") = "auto", py::arg("relu") = false,
+      py::arg("w_shift") = std::vector<int32_t>{});
 }
 
 }  // namespace ortquant::py_bindings

@@ -423,6 +423,7 @@ def qgemm(
     b: np.ndarray,
     kernel: str = "auto",
     relu: bool = False,
+    w_shift: np.ndarray | None = None,
     **act: object,
 ) -> np.ndarray:
     """ortquant.integer::QGemm on x [rows, K] float32 with weight codes w [N, K] int8, S and B [N] float64.
@@ -430,11 +431,16 @@ def qgemm(
     ``kernel``: "auto" (the layer's own choice), an engine kernel ("scalar", "avx2", "avxvnni", "avx512vnni":
     forces the int8 engine), "xnor" or "bitserial" (a binary-weight layer's bit kernel: XNOR-popcount for a
     bipolar activation, bit-serial for activation codes in [0, 3]; an error for a layer that does not take it).
+    ``w_shift`` ([N] integers, optional): the weight codes are ``w[j] + w_shift[j]`` (QGemm's attribute).
     """
     return _C.qgemm(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
-        np.asarray(b, dtype=np.float64), kernel=kernel, relu=relu, **_act_args(act),
+        np.asarray(b, dtype=np.float64), kernel=kernel, relu=relu, w_shift=_shift_arg(w_shift), **_act_args(act),
     )  # fmt: skip
+
+
+def _shift_arg(w_shift: np.ndarray | None) -> list[int]:
+    return [] if w_shift is None else [int(v) for v in np.asarray(w_shift).reshape(-1)]
 
 
 def qconv(
@@ -448,14 +454,16 @@ def qconv(
     group: int = 1,
     kernel: str = "auto",
     relu: bool = False,
+    w_shift: np.ndarray | None = None,
     **act: object,
 ) -> np.ndarray:
     """ortquant.integer::QConv on x [N, C, H, W] float32, weight codes w [M, C/group, kH, kW], S and B [M].
 
-    ``kernel`` as for :func:`qgemm`.
+    ``kernel`` as for :func:`qgemm`. ``w_shift`` ([M] integers, optional): the weight codes are ``w[j] + w_shift[j]``
+    (QConv's attribute of that name).
     """
     return _C.qconv(
         np.asarray(x, dtype=np.float32), np.asarray(w, dtype=np.int8), np.asarray(s, dtype=np.float64),
         np.asarray(b, dtype=np.float64), strides=list(strides), pads=list(pads), dilations=list(dilations),
-        group=group, kernel=kernel, relu=relu, **_act_args(act),
+        group=group, kernel=kernel, relu=relu, w_shift=_shift_arg(w_shift), **_act_args(act),
     )  # fmt: skip

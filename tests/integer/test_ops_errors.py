@@ -125,6 +125,56 @@ def test_malformed_qconv_is_an_error_naming_the_node(change, message):
     assert "qconv_node" in str(e.value)
 
 
+@pytest.mark.parametrize("op", ["QConv", "QGemm"])
+def test_shifted_weights_through_onnxruntime_match_reference(op):
+    """w_shift (weight codes W + w_shift[j], uint8 weights with per-channel zero points) through onnxruntime with two
+    intra-op threads: a grouped convolution with an asymmetric activation (its padding code is not 0) and a QGemm."""
+    rng = np.random.default_rng(12)
+    act = {"act_scale": 0.05, "act_bits": 8, "act_signed": 0, "act_zeropt": 130.0}
+    m = 8
+    z = rng.integers(0, 256, m)
+    if op == "QConv":
+        x = rng.standard_normal((2, 6, 9, 7)).astype(np.float32)
+        codes = rng.integers(0, 256, (m, 3, 3, 3)) - z.reshape(-1, 1, 1, 1)
+        attrs = {"pads": [1, 0, 2, 1], "group": 2, "strides": [2, 1]}
+    else:
+        x = rng.standard_normal((5, 70)).astype(np.float32)
+        codes = rng.integers(0, 256, (m, 70)) - z.reshape(-1, 1)
+        attrs = {}
+    shift = codes.reshape(m, -1).max(axis=1) - 127
+    stored = (codes - shift.reshape((-1,) + (1,) * (codes.ndim - 1))).astype(np.int8)
+    s, b = rng.random(m) * 1e-4, rng.standard_normal(m)
+    model, feeds = make_node_model(op, D, [x, stored, s, b], const=[False, True, True, True],
+                                   attrs={**act, **attrs, "w_shift": [int(v) for v in shift]})  # fmt: skip
+    (y,) = run_model(model, feeds, threads=2)
+    kw = {"scale": 0.05, "bits": 8, "signed": False, "zeropt": 130.0}
+    if op == "QConv":
+        want = ref.qconv(x, codes, s, b, pads=(1, 0, 2, 1), group=2, strides=(2, 1), **kw)
+    else:
+        want = ref.qgemm(x, codes, s, b, **kw)
+    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("op", ["QConv", "QGemm"])
+@pytest.mark.parametrize(
+    ("shift", "act", "message"),
+    [
+        ([1, 2], {}, "'w_shift' must have one value per output channel \\(4\\), got 2"),
+        ([1, 2, 3, 70000], {}, "value 70000 is outside \\[-65536, 65536\\]"),
+        ([65536] * 4, {}, "output channel 0: the weights w \\+ w_shift sum to more than 2\\^24"),
+        ([1, 0, 0, 0], {"act_bits": 12}, "w_shift takes an activation quantizer of at most 8 bits"),
+    ],
+)
+def test_malformed_w_shift_is_refused_naming_the_node(op, shift, act, message):
+    x = np.zeros((1, 64, 4, 4) if op == "QConv" else (2, 576), np.float32)
+    w = np.ones((4, 64, 3, 3) if op == "QConv" else (4, 576), np.int8)
+    model, feeds = make_node_model(op, D, [x, w, np.ones(4), np.zeros(4)], const=[False, True, True, True],
+                                   attrs={**ACT, **act, "w_shift": shift})  # fmt: skip
+    with pytest.raises(ORT_ERRORS, match=message) as e:
+        run_model(model, feeds)
+    assert f"{op.lower()}_node" in str(e.value)
+
+
 def test_qconv_input_channel_mismatch_is_a_run_time_error():
     ins = _conv_inputs(np.random.default_rng(3))
     ins[0] = np.zeros((1, 5, 6, 6), np.float32)

@@ -232,6 +232,107 @@ def test_qconv_large_output_in_bands_matches_reference_bitwise(isa, case, relu):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+def _shifted_weights(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """8-bit unsigned weights with a zero point per output channel, as an asymmetric quantizer stores them: codes
+    q - z in [-255, 255], each channel spanning at most 256 values. Returns (codes, int8 codes - shift, shift)."""
+    m = shape[0]
+    q = rng.integers(0, 256, shape).astype(np.int64)
+    q[0] = rng.integers(200, 256, shape[1:])  # a channel far from 0: every code positive
+    z = rng.integers(0, 256, m).astype(np.int64)
+    z[0] = 0
+    if m > 1:
+        z[1] = 255  # every code q - z <= 0
+    codes = q - z.reshape((m,) + (1,) * (len(shape) - 1))
+    hi = codes.reshape(m, -1).max(axis=1)
+    shift = hi - 127
+    stored = codes - shift.reshape((m,) + (1,) * (len(shape) - 1))
+    assert stored.min() >= -128 and stored.max() <= 127
+    assert np.abs(codes).max() > 127  # wider than int8: what the shift is for
+    return codes, stored.astype(np.int8), shift
+
+
+# Weight codes wider than int8 whose every output channel spans at most 256 values (uint8 weights with per-channel
+# zero points) run on the engine as int8 codes minus a per-channel shift, the shift times each window's sum of
+# input codes added back (QConv's w_shift): every engine path (the GEMM, 1x1 small-K sums, depthwise, bands, the
+# padded copy of offset codes) against the reference on the unshifted codes.
+SHIFT_CASES = [
+    *CONV_CASES,
+    ((1, 8, 203, 200), (8, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 8),  # depthwise in bands
+    ((1, 16, 130, 128), (16, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # bands of rows
+]
+SHIFT_ACTS = [
+    {"bits": 8, "signed": False, "zeropt": 130.0},  # asymmetric activations too (offset codes, explicit padding)
+    {"bits": 8, "signed": True},
+    {"bits": 4, "signed": False},
+    {"bits": 3, "signed": False, "narrow": True, "zeropt": 2.0},
+]
+
+
+@pytest.mark.parametrize("act", SHIFT_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(SHIFT_CASES)))
+def test_qconv_shifted_weights_match_reference_bitwise(isa, act, case):
+    xs, (m, kh, kw), st, pa, di, group = SHIFT_CASES[case]
+    rng = np.random.default_rng(500 + case)
+    act = {"scale": 0.021, **act}
+    x = _acts(rng, xs, 0.021)
+    codes, stored, shift = _shifted_weights(rng, (m, xs[1] // group, kh, kw))
+    s, b = _channel_params(rng, m, 0.021)
+    s = s / 64  # sums up to 255 * 255 * K: keep the outputs in a moderate range
+    want = ref.qconv(x, codes, s, b, strides=st, pads=pa, dilations=di, group=group, **act)
+    for kernel in ["auto", "scalar"]:
+        got = kernels.qconv(x, stored, s, b, strides=st, pads=pa, dilations=di, group=group, kernel=kernel,
+                            w_shift=shift, **act)  # fmt: skip
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("act", SHIFT_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("kernel", GEMM_KERNELS)
+def test_qgemm_shifted_weights_match_reference_bitwise(isa, act, kernel):
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+    rng = np.random.default_rng(17)
+    rows, k, n = 7, 300, 37
+    act = {"scale": 0.043, **act}
+    x = _acts(rng, (rows, k), 0.043)
+    codes, stored, shift = _shifted_weights(rng, (n, k))
+    s, b = _channel_params(rng, n, 0.043)
+    s = s / 64
+    got = kernels.qgemm(x, stored, s, b, kernel=kernel, relu=True, w_shift=shift, **act)
+    want = ref.qgemm(x, codes, s, b, relu=True, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    assert not np.array_equal(kernels.qgemm(x, stored, s, b, kernel=kernel, relu=True, **act), got)
+
+
+def test_qconv_shift_is_not_ignored():
+    # the same stored codes without the shift give other values: the test above can fail
+    rng = np.random.default_rng(9)
+    x = _acts(rng, (1, 3, 8, 8), 0.05)
+    _codes, stored, shift = _shifted_weights(rng, (4, 3, 3, 3))
+    s, b = _channel_params(rng, 4, 0.05)
+    act = {"scale": 0.05, "bits": 8, "signed": False}
+    with_shift = kernels.qconv(x, stored, s, b, pads=(1, 1, 1, 1), w_shift=shift, **act)
+    without = kernels.qconv(x, stored, s, b, pads=(1, 1, 1, 1), **act)
+    assert not np.array_equal(with_shift, without)
+
+
+@pytest.mark.parametrize(
+    "shift,msg",
+    [
+        ([1, 2], "w_shift must have one value per output channel (4), got 2"),
+        ([70000, 0, 0, 0], "is outside [-65536, 65536]"),
+        ([65536, 65536, 65536, 65536], "could overflow"),
+    ],
+)
+def test_qconv_bad_shift_is_refused(shift, msg):
+    w = np.ones((4, 64, 3, 3), np.int8)
+    s, b = np.ones(4), np.zeros(4)
+    x = np.zeros((1, 64, 4, 4), np.float32)
+    with pytest.raises(Exception, match=__import__("re").escape(msg)):
+        kernels.qconv(x, w, s, b, w_shift=np.array(shift), scale=1.0, bits=8, signed=True)
+
+
 def test_every_isa_gives_the_same_bits():
     rng = np.random.default_rng(11)
     x = _acts(rng, (2, 16, 14, 14), 0.05)

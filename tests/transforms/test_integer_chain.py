@@ -143,6 +143,42 @@ def test_a_chain_keeps_every_bit(layers: list[str], ops: list[str]) -> None:
     assert steps == ops, steps
 
 
+def _uint8_weights(m: onnx.ModelProto) -> onnx.ModelProto:
+    """``m`` with every weight quantizer 8-bit unsigned with a zero point per output channel (codes q - z wider than
+    int8), the weights on that grid."""
+    rng = np.random.default_rng(21)
+    inits = {t.name: t for t in m.graph.initializer}
+    m.graph.initializer.append(_init("b8", 8))
+    for node in m.graph.node:
+        if node.op_type != "Quant" or node.input[0] not in inits or not node.input[0].startswith(("w", "d")):
+            continue
+        w = onnx.numpy_helper.to_array(inits[node.input[0]])
+        scale = float(onnx.numpy_helper.to_array(inits[node.input[1]]))
+        out_axis = 0 if w.ndim == 4 else 1  # Conv [M, C, kh, kw], MatMul [K, N]
+        shape = [1] * w.ndim
+        shape[out_axis] = w.shape[out_axis]
+        z = rng.integers(0, 256, shape).astype(np.float32)
+        q = rng.integers(0, 256, w.shape).astype(np.float32)
+        name = node.input[0]
+        inits[name].CopyFrom(_init(name, ((q - z) * np.float32(scale)).astype(np.float32)))
+        m.graph.initializer.append(_init(f"{name}_z", z))
+        node.input[2], node.input[3] = f"{name}_z", "b8"
+        for a in node.attribute:
+            if a.name in ("signed", "narrow"):
+                a.i = 0
+    return m
+
+
+def test_layers_with_shifted_weights_chain_and_keep_every_bit() -> None:
+    # uint8 weights with per-channel zero points: each layer runs on the engine with w_shift, inside the chain
+    m = _uint8_weights(_net(["conv", "pool", "conv", "dense", "head"]))
+    prepared = _same_bits(m, [_feeds(1), _feeds(3, seed=4)])
+    assert [n.op_type for n in prepared.graph.node if n.domain == "ortquant.integer"] == ["QChain"]
+    steps = [n for n in unchain(prepared) if n.domain == "ortquant.integer"]
+    assert [n.op_type for n in steps] == ["QConvCodes", "QConvCodes", "QGemmCodes", "QGemm"]
+    assert all(any(a.name == "w_shift" for a in n.attribute) for n in steps)
+
+
 def test_a_chain_that_ends_in_codes_keeps_every_bit() -> None:
     """Two convolutions whose codes two dense heads read (through one Flatten): QChainCodes, then the heads."""
     prepared = _same_bits(_net(["conv", "conv"], two_heads=True), [_feeds(1), _feeds(2, seed=5)])

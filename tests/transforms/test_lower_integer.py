@@ -114,6 +114,74 @@ def test_conv_layer_follows_the_contract(backend, bits, signed, zeropt, rounding
     np.testing.assert_allclose(got, ref_float, rtol=1e-5, atol=1e-5)
 
 
+def _asymmetric_weights(m: onnx.ModelProto, p: dict[str, np.ndarray], zp: list[int], bits: int = 8) -> None:
+    """The model's weight quantizer made unsigned with a zero point per output channel (as uint8 weights are stored:
+    q in [0, 2^bits - 1], codes q - z), the weights on its grid."""
+    rng = np.random.default_rng(8)
+    wz = np.array(zp, np.float32).reshape(-1, 1, 1, 1)
+    q = rng.integers(0, 1 << bits, p["w"].shape).astype(np.float32)
+    p["w"] = ((q - wz) * p["ws"]).astype(np.float32)
+    p["wz"], p["wb"] = wz, np.float32(bits)
+    for t in m.graph.initializer:
+        if t.name in ("w", "wz", "wb"):
+            t.CopyFrom(_init(t.name, p[t.name]))
+    node = _node(m, "q_wq")
+    for a in node.attribute:
+        if a.name == "signed":
+            a.i = 0
+        if a.name == "narrow":
+            a.i = 0
+
+
+@pytest.mark.parametrize("act_zeropt", [0.0, 130.0])
+def test_uint8_weights_with_per_channel_zero_points_run_on_the_engine(backend, act_zeropt):
+    # codes q - z up to 255 in magnitude: each channel spans at most 256 values, so the engine takes int8 codes and a
+    # shift per channel (QConv's w_shift) wherever it runs, the same bits as the float-exact backend
+    m, p = _conv_model(8, 0, act_zeropt, "ROUND", bn=True)
+    _asymmetric_weights(m, p, [0, 255, 112, 141, 128, 30])
+    lowered = lower_integer(m)
+    ops = [n.op_type for n in lowered.graph.node]
+    on_engine = backend in ("engine", "mixed")
+    assert ops == (["QConv"] if on_engine else ["QuantCodes", "Conv", "Rescale"]), ops
+    if on_engine:
+        shift = next(helper.get_attribute_value(a) for a in lowered.graph.node[0].attribute if a.name == "w_shift")
+        assert len(shift) == 6
+    x = (np.random.default_rng(1).standard_normal((3, 4, 9, 9)) * 3).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    wy = qref.quant(p["w"], p["ws"], p["wz"], p["wb"], signed=False, narrow=False, rounding_mode="ROUND")
+    codes = np.rint(wy.astype(np.float64) / p["ws"].astype(np.float64)).astype(np.int64)
+    assert np.abs(codes).max() > 127  # wider than int8
+    g = p["gamma"].astype(np.float64) / np.sqrt(p["var"].astype(np.float64) + np.float64(np.float32(1e-3)))
+    s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64) * g
+    b = (p["cb"].astype(np.float64) - p["mean"].astype(np.float64)) * g + p["beta"].astype(np.float64)
+    want = iref.qconv(x, codes, s, b, strides=(2, 2), pads=(1, 1, 1, 1), relu=True, scale=float(p["as"]),
+                      zeropt=act_zeropt, bits=8, signed=False, rounding_mode="ROUND")  # fmt: skip
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    ref_float = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, ref_float, rtol=1e-5, atol=1e-5)
+
+
+def test_weights_spanning_more_than_256_codes_take_the_float_backend(monkeypatch):
+    # integer-valued constant weights (as FINN's streamlining leaves them) of a channel spanning 601 codes: no int8
+    # shift holds them; float32 sums are exact here, so that backend runs the layer
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "mixed")
+    m, p = _conv_model(4, 0, 0.0, "ROUND", bn=False)
+    w = np.random.default_rng(3).integers(-300, 301, p["w"].shape).astype(np.float32)
+    w[:, 0, 0, 0], w[:, 0, 0, 1] = -300, 300
+    m.graph.node.remove(_node(m, "q_wq"))
+    _node(m, "conv").input[1] = "w"
+    next(t for t in m.graph.initializer if t.name == "w").CopyFrom(_init("w", w))
+    assert [n.op_type for n in lower_integer(m).graph.node] == ["QuantCodes", "Conv", "Rescale"]
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "engine")
+    (d,) = integer_plan(m)
+    assert not d.integer and "no shift per output channel" in d.reason, d
+    x = (np.random.default_rng(1).standard_normal((2, 4, 9, 9)) * 0.3).astype(np.float32)
+    monkeypatch.setenv("ORTQUANT_INTEGER_BACKEND", "mixed")
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    want = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
 def test_shared_activation_quantizer_stays_for_its_other_reader(engine):
     m, _ = _conv_model(extra_consumer=True)
     out = lower_integer(m)
@@ -166,6 +234,38 @@ def test_gemm_through_maxpool_and_flatten(backend):
     a = ortquant.InferenceSession(m, exact=True).run(None, {"x": x})[0]
     b = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_gemm_with_uint8_weights_and_per_row_zero_points(backend):
+    # an 8-bit unsigned weight quantizer with a zero point per output row: codes wider than int8, the engine takes
+    # int8 codes and a shift per row (QGemm's w_shift); the same bits as the float-exact backend, the contract's
+    m = _gemm_model(act_bits=8.0)
+    rng = np.random.default_rng(6)
+    ws = (0.01 + rng.random((10, 1)) * 0.02).astype(np.float32)
+    wz = np.array([0, 255, 3, 250, 128, 17, 90, 200, 140, 60], np.float32).reshape(10, 1)
+    w = ((rng.integers(0, 256, (10, 48)).astype(np.float32) - wz) * ws).astype(np.float32)
+    for name, v in (("w", w), ("ws", ws), ("wz", wz), ("wb", np.float32(8))):
+        next(t for t in m.graph.initializer if t.name == name).CopyFrom(_init(name, v))
+    for a in _node(m, "q_wq").attribute:
+        if a.name == "signed":
+            a.i = 0
+        if a.name == "narrow":
+            a.i = 0
+    out = lower_integer(m)
+    tail = ["QGemm"] if backend != "float" else ["QuantCodes", "MatMul", "Rescale"]
+    assert [n.op_type for n in out.graph.node] == ["MaxPool", "Flatten", *tail]
+    if backend != "float":
+        assert any(a.name == "w_shift" for a in out.graph.node[-1].attribute)
+    x = (np.random.default_rng(3).standard_normal((5, 3, 8, 8)) * 2).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    xq = qref.quant(x, np.float32(0.05), np.float32(0), np.float32(8), signed=True, narrow=False, rounding_mode="ROUND")
+    p = xq.reshape(5, 3, 4, 2, 4, 2).max(axis=(3, 5)).reshape(5, 48)  # the max pool, then the flatten
+    codes = (np.rint(w.astype(np.float64) / ws) + 0).astype(np.int64)
+    assert np.abs(codes).max() > 127
+    s = np.float64(np.float32(0.05)) * ws.reshape(-1).astype(np.float64)
+    b = numpy_helper.to_array(next(t for t in m.graph.initializer if t.name == "gb")).astype(np.float64)
+    want = iref.qgemm(p, codes, s, b, scale=0.05, bits=8, signed=True)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 @pytest.mark.parametrize(

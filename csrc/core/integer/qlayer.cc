@@ -35,6 +35,8 @@ constexpr int64_t kSmallPlane = 64;
 // A channels-last float32 output of at least this many values per image (1 MiB, a core's L2 here) is streamed to
 // memory (store_channels_last_isa's non-temporal stores).
 constexpr int64_t kStreamFloats = int64_t{1} << 18;
+// QConv's w_shift: at most the span of 16-bit weight codes.
+constexpr int64_t kMaxWeightShift = int64_t{1} << 16;
 
 int64_t checked_mul(int64_t a, int64_t b) {
   int64_t r;
@@ -47,6 +49,36 @@ std::vector<int64_t> row_sums(const int8_t* w, int64_t n, int64_t k) {
   for (int64_t j = 0; j < n; ++j)
     for (int64_t i = 0; i < k; ++i) s[static_cast<size_t>(j)] += w[j * k + i];
   return s;
+}
+
+// QConv's and QGemm's w_shift (one value per weight row, or empty): false when there is none (empty or all 0);
+// else validates it and sets corr (row sums) and bound (128 * sum |w|, which must stay below 2^31) of the weights
+// w[j][i] + shift[j].
+bool apply_weight_shift(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, const std::vector<int32_t>& shift,
+                        std::vector<int64_t>* corr, std::vector<int64_t>* bound) {
+  if (std::all_of(shift.begin(), shift.end(), [](int32_t d) { return d == 0; })) return false;
+  if (static_cast<int64_t>(shift.size()) != n)
+    throw Error("w_shift must have one value per output channel (" + std::to_string(n) + "), got " +
+                std::to_string(shift.size()));
+  if (act.wide) throw Error("w_shift takes an activation quantizer of at most 8 bits (int8 codes)");
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t d = shift[static_cast<size_t>(j)];
+    if (d < -kMaxWeightShift || d > kMaxWeightShift)
+      throw Error("w_shift[" + std::to_string(j) + "] = " + std::to_string(d) + " is outside [-" +
+                  std::to_string(kMaxWeightShift) + ", " + std::to_string(kMaxWeightShift) + "]");
+    int64_t sum = 0, abs_sum = 0;
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t v = int64_t{w[j * k + i]} + d;
+      sum += v;
+      abs_sum += v < 0 ? -v : v;
+      if (abs_sum > (int64_t{1} << 31) / 128)
+        throw Error("output channel " + std::to_string(j) + ": the weights w + w_shift sum to more than 2^24 in "
+                    "magnitude, so the layer's int32 sums could overflow");
+    }
+    (*corr)[static_cast<size_t>(j)] = sum;
+    (*bound)[static_cast<size_t>(j)] = 128 * abs_sum;
+  }
+  return true;
 }
 
 // sum_k |w[j * k + i]| * 128 per row j: a bound on |acc_j|, the engine's sum of stored int8 codes times weights.
@@ -405,7 +437,7 @@ void pad_codes(const int8_t* codes, int64_t planes, int64_t h, int64_t w, const 
 }  // namespace
 
 QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
-             std::vector<double> s, std::vector<double> b, bool relu, bool xnor)
+             std::vector<double> s, std::vector<double> b, bool relu, bool xnor, std::vector<int32_t> w_shift)
     : a_(a),
       explicit_pad_(needs_explicit_pad(a, nonneg_codes(act), cg)),
       m_(m),
@@ -418,8 +450,12 @@ QConv::QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, c
   check_channel_params(s_, b_, m);
   const int64_t k = checked_mul(checked_mul(cg, a.kh), a.kw);
   corr_ = row_sums(w, m, k);
-  for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, m, k);
+  if (apply_weight_shift(w, m, k, act_, w_shift, &corr_, &acc_bound_)) {
+    shift_ = std::move(w_shift);
+    xnor = false;  // the bit kernels take weights of -1 and +1, not shifted ones
+  }
+  for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   // byte planes (wide) combine their sums in float64 themselves: no float32 rescale
   exact32_ = act_.wide ? std::vector<Exact32>(static_cast<size_t>(m))
                        : exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), m);
@@ -683,8 +719,44 @@ void rescale_codes(const int32_t* acc, int64_t stride, int8_t* codes, int64_t ch
   }
 }
 
+const int32_t* QConv::window_code_sums(const int8_t* codes, const Shape& xs, const Shape& os) const {
+  // Per image and group (window_code_sums_isa): a tap off the image counts as cg padding codes -offset, what the
+  // engine's padding stores. Sums modulo 2^32, as the engine's: only the sum with w_shift times them must be exact.
+  thread_local std::vector<uint32_t> t_u, t_rows;
+  thread_local std::vector<int32_t> t_sums;
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3], g = a_.group;
+  const int64_t hw = checked_mul(h, w), ohw = checked_mul(oh, ow);
+  uint32_t* u = scratch(t_u, hw);
+  uint32_t* rows = scratch(t_rows, checked_mul(h, ow));
+  int32_t* sums = scratch(t_sums, checked_mul(checked_mul(n, g), ohw));
+  const auto pad = static_cast<uint32_t>(-int64_t{act_.offset} * cg_);
+  const auto fn = select_isa(&scalar::window_code_sums_isa, &avx2::window_code_sums_isa,
+                             &avx512::window_code_sums_isa);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const int64_t c0 = std::min(gi * cg_, c), c1 = std::min((gi + 1) * cg_, c);
+      fn(codes + (b * c + c0) * hw, hw, c1 - c0, h, w, a_.pt, a_.pl, a_.kh, a_.kw, a_.sh, a_.sw, a_.dh, a_.dw, pad, u,
+         rows, sums + (b * g + gi) * ohw, oh, ow);
+    }
+  return sums;
+}
+
 void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
-                 int64_t rows, int64_t width) const {
+                 int64_t rows, int64_t width, const int32_t* tsum) const {
+  if (tsum != nullptr) {
+    // w_shift: each sum gets w_shift[j] times its pixel's window sum (group of j), modulo 2^32 (the true sums fit
+    // int32), into a per-thread copy the rescale reads. The rectangle's pixels are p0 + r * width + x (width is the
+    // output width whenever rows > 1).
+    const int64_t ohw = out.plane, b = at / (m_ * ohw), p0 = at % ohw, mg = m_ / a_.group;
+    thread_local std::vector<int32_t> t_fix;
+    int32_t* fixed = scratch(t_fix, checked_mul(channels, checked_mul(rows, width)));
+    const auto add = select_isa(&scalar::add_shifted_sums_isa, &avx2::add_shifted_sums_isa,
+                                &avx512::add_shifted_sums_isa);
+    for (int64_t j = j0; j < j0 + channels; ++j)
+      add(acc + (j - j0) * rows * stride, stride, fixed + (j - j0) * rows * width, rows, width,
+          static_cast<uint32_t>(shift_[static_cast<size_t>(j)]), tsum + (b * a_.group + j / mg) * ohw + p0);
+    return emit(out, at, fixed, width, j0, channels, rows, width, nullptr);
+  }
   const auto grid_fn = select_isa(&scalar::rescale_grid_isa, &avx2::rescale_grid_isa, &avx512::rescale_grid_isa);
   const auto exact32_fn = select_isa(&scalar::rescale_grid_exact32_isa, &avx2::rescale_grid_exact32_isa,
                                      &avx512::rescale_grid_exact32_isa);
@@ -745,7 +817,8 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
   if (out.table != nullptr) map_codes(out.table, out.codes + at, channels * rows * width, out.table_small);
 }
 
-void QConv::run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par) const {
+void QConv::run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par,
+                        const int32_t* tsum) const {
   // Pieces of kPix pixels of an image: every channel's sums into an L1 buffer [m][kPix], then the epilogue (one
   // channel at a time for planar outputs, all of them for channels-last ones).
   constexpr int64_t kPix = 1024;
@@ -759,10 +832,10 @@ void QConv::run_small_k(const int8_t* codes, const Shape& xs, Out out, const gem
       const int64_t b = u / pieces, p0 = (u % pieces) * kPix, np = std::min(kPix, hw - p0);
       sums(codes + b * c * hw + p0, hw, c, small_w_.data(), m_, np, acc, kPix);
       if (out.channels_last) {
-        emit(out, b * m_ * hw + p0, acc, kPix, 0, m_, 1, np);
+        emit(out, b * m_ * hw + p0, acc, kPix, 0, m_, 1, np, tsum);
         continue;
       }
-      for (int64_t j = 0; j < m_; ++j) emit(out, (b * m_ + j) * hw + p0, acc + j * kPix, kPix, j, 1, 1, np);
+      for (int64_t j = 0; j < m_; ++j) emit(out, (b * m_ + j) * hw + p0, acc + j * kPix, kPix, j, 1, 1, np, tsum);
     }
   });
 }
@@ -807,7 +880,13 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     quantize_codes(act_, in.x, q, n_in);
     return static_cast<const int8_t*>(q);
   };
-  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) return run_small_k(input_codes(), xs, out, par);
+  // w_shift: the window sums of the input codes, added to the sums (times w_shift[j]) as they are rescaled
+  const int32_t* tsum = nullptr;
+  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) {
+    const int8_t* codes = input_codes();
+    if (!shift_.empty()) tsum = window_code_sums(codes, xs, os);
+    return run_small_k(codes, xs, out, par, tsum);
+  }
   // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
   const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
   int64_t band = 0;
@@ -820,9 +899,10 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   ep.x_max = nonneg_max(act_);
   const int64_t oh = os[2], ow = os[3], mg = m_ / a_.group;
   auto sink = [&](int64_t b, int64_t g, const int32_t* sums, int64_t stride) {
-    emit(out, (b * m_ + g * mg) * oh * ow, sums, stride, g * mg, mg, oh, ow);
+    emit(out, (b * m_ + g * mg) * oh * ow, sums, stride, g * mg, mg, oh, ow, tsum);
   };
-  if (band == 0 && !explicit_pad_ && n_out > 0 && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
+  // (w_shift needs the input's codes for its window sums: not the channel-quad path, which never stores them)
+  if (band == 0 && !explicit_pad_ && n_out > 0 && shift_.empty() && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
     // Channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer (or its codes
     // copied there) and from there straight into the quad planes the kernel reads; no codes tensor, no phase
     // planes. A strided layer whose taps read one row or column phase (1x1 stride 2) takes only the positions it
@@ -855,12 +935,13 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     return;
   }
   const int8_t* codes = input_codes();
+  if (!shift_.empty()) tsum = window_code_sums(codes, xs, os);
   // Depthwise on the channels-last kernel: its bands of sums rescaled while in cache (no int32 output tensor).
   const Shape padded_shape = explicit_pad_ ? Shape{xs[0], xs[1], checked_add(xs[2], a_.pt + a_.pb, "padded height"),
                                                    checked_add(xs[3], a_.pl + a_.pr, "padded width")}
                                            : xs;
   const bool dw = conv_.depthwise() && conv_.dw_raw_ok(padded_shape, kernel);
-  if (band > 0 && !dw) return run_bands(codes, xs, os, band, out, par, kernel);
+  if (band > 0 && !dw) return run_bands(codes, xs, os, band, out, par, kernel, tsum);
   const int8_t* engine_in = codes;
   Shape es = xs;
   if (explicit_pad_) {
@@ -877,7 +958,7 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     conv_.run_raw_dw(
         engine_in, es, ep,
         [&](int64_t b, int64_t ch, int64_t y0, int64_t y1, const int32_t* sums) {
-          emit(out, ((b * m_ + ch) * oh + y0) * ow, sums, ow, ch, 1, y1 - y0, ow);
+          emit(out, ((b * m_ + ch) * oh + y0) * ow, sums, ow, ch, 1, y1 - y0, ow, tsum);
         },
         par, kernel, pad_code);
     return;
@@ -888,9 +969,10 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
         engine_in, es, ep,
         [&](int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums) {
           const int64_t j0 = g * mg, rows = y1 - y0;
-          if (out.channels_last) return emit(out, ((b * m_ + j0) * oh + y0) * ow, sums, ow, j0, mg, rows, ow);
+          if (out.channels_last)
+            return emit(out, ((b * m_ + j0) * oh + y0) * ow, sums, ow, j0, mg, rows, ow, tsum);
           for (int64_t j = j0; j < j0 + mg; ++j)
-            emit(out, ((b * m_ + j) * oh + y0) * ow, sums + (j - j0) * rows * ow, ow, j, 1, rows, ow);
+            emit(out, ((b * m_ + j) * oh + y0) * ow, sums + (j - j0) * rows * ow, ow, j, 1, rows, ow, tsum);
         },
         par, kernel);
     return;
@@ -906,7 +988,8 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   if (pad_code != 0 && engine_pads)
     for (int64_t p = 0; p < os[0] * m_; ++p)
       conv_.add_pad_sums(acc + p * oh * ow, p % m_, 0, oh, xs[2], xs[3], pad_code);
-  for (int64_t b = 0; b < os[0]; ++b) emit(out, b * m_ * oh * ow, acc + b * m_ * oh * ow, oh * ow, 0, m_, 1, oh * ow);
+  for (int64_t b = 0; b < os[0]; ++b)
+    emit(out, b * m_ * oh * ow, acc + b * m_ * oh * ow, oh * ow, 0, m_, 1, oh * ow, tsum);
 }
 
 // A wide activation (ActQuant::wide): the int8 engine on each byte plane (the highest first) with the same
@@ -945,7 +1028,7 @@ void QConv::run_wide(const float* x, const Shape& xs, const Shape& os, float* ou
 // and rescales its sums while they are in cache. The bands are the parallel units. Same sums and the same rescale
 // per element as the whole-image path: the same bits.
 void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
-                      const gemm::Parallel& par, gemm::Kernel kernel) const {
+                      const gemm::Parallel& par, gemm::Kernel kernel, const int32_t* tsum) const {
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3], ohw = oh * ow;
   const int64_t pt = explicit_pad_ ? a_.pt : 0, pl = explicit_pad_ ? a_.pl : 0, pr = explicit_pad_ ? a_.pr : 0;
   const int64_t wp = w + pl + pr, mg = m_ / a_.group, bands = (oh + band - 1) / band;
@@ -966,9 +1049,9 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
       const int64_t ob = b * m_ * ohw + y0 * ow;
       // Channel j's rows of this band: acc[(j * rows + r) * stride + p] -> output ob + j * ohw + r * ow + p.
       auto rescale_band = [&](const int32_t* acc, int64_t stride, int64_t j0, int64_t channels) {
-        if (out.channels_last) return emit(out, ob + j0 * ohw, acc, stride, j0, channels, rows, ow);
+        if (out.channels_last) return emit(out, ob + j0 * ohw, acc, stride, j0, channels, rows, ow, tsum);
         for (int64_t j = j0; j < j0 + channels; ++j)
-          emit(out, ob + j * ohw, acc + (j - j0) * rows * stride, stride, j, 1, rows, ow);
+          emit(out, ob + j * ohw, acc + (j - j0) * rows * stride, stride, j, 1, rows, ow, tsum);
       };
       auto sink = [&](int64_t, int64_t g, const int32_t* sums, int64_t stride) {
         rescale_band(sums, stride, g * mg, mg);
@@ -1006,7 +1089,7 @@ void QConv::run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int
 // ---- QGemm -------------------------------------------------------------------------------------------------
 
 QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s,
-             std::vector<double> b, bool relu, bool xnor)
+             std::vector<double> b, bool relu, bool xnor, std::vector<int32_t> w_shift)
     : n_(n),
       k_(k),
       act_(nonneg_codes(act)),
@@ -1016,8 +1099,12 @@ QGemm::QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::ve
       packed_(gemm::pack_weights(w, n, k, k, gemm::PackedWeights::Layout::kPanels)) {
   check_channel_params(s_, b_, n);
   corr_ = row_sums(w, n, k);
-  for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   acc_bound_ = acc_bounds(w, n, k);
+  if (apply_weight_shift(w, n, k, act_, w_shift, &corr_, &acc_bound_)) {
+    shift_ = std::move(w_shift);
+    xnor = false;  // the bit kernels take weights of -1 and +1, not shifted ones
+  }
+  for (auto& c : corr_) c *= int64_t{act_.offset} + wide_lift(act_);
   if (xnor && !act_.wide) xnor_ = bit_weights(act_, w, n, 1, k, 1, &planes_);
   if (xnor_ && planes_ == 0) zero_corr_.assign(static_cast<size_t>(n), 0);
   const std::vector<Exact32> e = exact32_coeffs(corr_.data(), s_.data(), b_.data(), acc_bound_.data(), n);
@@ -1110,6 +1197,16 @@ void QGemm::run(In in, int64_t rows, Out out, const gemm::Parallel& par, gemm::K
   ep.kind = gemm::OutKind::kRaw;
   ep.x_max = nonneg_max(act_);
   gemm::gemm_rows(codes, rows, k_, packed_, ep, acc, n_, par, kernel);
+  if (!shift_.empty()) {  // w_shift: each row's sums get w_shift[j] times the row's sum of codes (modulo 2^32)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int8_t* c = codes + r * k_;
+      uint32_t t = 0;
+      for (int64_t i = 0; i < k_; ++i) t += static_cast<uint32_t>(int32_t{c[i]});
+      int32_t* a = acc + r * n_;
+      for (int64_t j = 0; j < n_; ++j)
+        a[j] = static_cast<int32_t>(static_cast<uint32_t>(a[j]) + static_cast<uint32_t>(shift_[static_cast<size_t>(j)]) * t);
+    }
+  }
   if (out.codes != nullptr)
     rescale_codes_rows(acc, rows, n_, out.codes, corr_.data(), s_.data(), b_.data(), relu_, *out_q_, &out_fast_);
   else

@@ -196,8 +196,16 @@ class QConv {
  public:
   // relu: a standard Relu on the output, fused into the rescale. xnor: a binary-weight layer may take the bit
   // kernels (false: always the int8 engine).
+  // w_shift (empty, or one value per output channel): the layer's weight codes are w[j][k] + w_shift[j], wider
+  // than int8 (e.g. 8-bit weights with a per-channel zero point: q - z in [-255, 255]) while each channel's span
+  // fits int8 around its shift. The engine multiplies the int8 w[j][k] and adds w_shift[j] times the window's sum
+  // of stored activation codes (every tap, padding included), computed per output pixel and group from the input
+  // codes, to each sum before the rescale: the same int32 sums as weights of w + w_shift would give, exactly (the
+  // sums wrap modulo 2^32, the true value fits: 128 * sum_k |w + w_shift| < 2^31 is checked here). Not with a 9- to
+  // 24-bit activation quantizer, and never on the bit kernels.
   QConv(const int8_t* w, int64_t m, int64_t cg, const conv::ConvAttrs& a, const ActQuant& act,
-        std::vector<double> s, std::vector<double> b, bool relu = false, bool xnor = true);
+        std::vector<double> s, std::vector<double> b, bool relu = false, bool xnor = true,
+        std::vector<int32_t> w_shift = {});
   Shape output_shape(const Shape& x) const;
   // The layer's input: float32 values (quantized here by the layer's quantizer), or `codes`: the stored codes of
   // that quantizer (act(): c = (q - z) - offset, what quantize_codes(act(), x) writes), e.g. a previous QConv's
@@ -271,17 +279,22 @@ class QConv {
   int planes_ = 0;
   std::vector<uint64_t> pad_planes_;  // bit-serial: the padding code's planes, [planes][words]
   std::vector<int64_t> zero_corr_;
+  std::vector<int32_t> shift_;  // w_shift (empty: none)
   void run_planes(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
                   gemm::Kernel kernel) const;
-  void run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par) const;
+  void run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par,
+                   const int32_t* tsum) const;
   void run_bands(const int8_t* codes, const Shape& xs, const Shape& os, int64_t band, Out out,
-                 const gemm::Parallel& par, gemm::Kernel kernel) const;
+                 const gemm::Parallel& par, gemm::Kernel kernel, const int32_t* tsum) const;
+  // With w_shift: the window sums of stored input codes, [N][group][OH * OW] (a per-thread buffer of the caller).
+  const int32_t* window_code_sums(const int8_t* codes, const Shape& xs, const Shape& os) const;
   // Rescales the sums of `channels` channels from j0 (a RawSink grid: acc[(j * rows + r) * stride + p]) into the
-  // output at element `at` (+ (j * rows + r) * width + p), as float32 or as codes.
+  // output at element `at` (+ (j * rows + r) * width + p), as float32 or as codes. tsum: window_code_sums() of the
+  // run, with w_shift (the sums get w_shift[j] times the window sum of their pixel first), else null.
   void emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
-            int64_t rows, int64_t width) const;
+            int64_t rows, int64_t width, const int32_t* tsum = nullptr) const;
   void run_wide(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par,
                 gemm::Kernel kernel) const;
 };
@@ -290,8 +303,10 @@ class QConv {
 // on XNOR-popcount as QConv.
 class QGemm {
  public:
+  // w_shift: as QConv's (the weight codes are w[j][k] + w_shift[j]); each row's sums get w_shift[j] times the row's
+  // sum of stored activation codes.
   QGemm(const int8_t* w, int64_t n, int64_t k, const ActQuant& act, std::vector<double> s, std::vector<double> b,
-        bool relu = false, bool xnor = true);
+        bool relu = false, bool xnor = true, std::vector<int32_t> w_shift = {});
   int64_t n() const { return n_; }
   int64_t k() const { return k_; }
   // The quantizer of the layer's input as it stores codes (nonneg_codes of the one given).
@@ -328,6 +343,7 @@ class QGemm {
   int planes_ = 0;
   std::vector<int64_t> zero_corr_;
   std::vector<int64_t> acc_bound_;  // per channel: 128 * sum |w| (as QConv's)
+  std::vector<int32_t> shift_;      // w_shift (empty: none)
   // Every channel's Exact32 ok: float outputs rescaled in float32 from these (channel arrays, the vector loop's
   // operands); empty otherwise.
   std::vector<int32_t> e_c_;

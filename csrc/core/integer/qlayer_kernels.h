@@ -45,6 +45,17 @@ ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_rows_isa,
 ORTQUANT_DECLARE_ISA_FN(void, small_k_sums_isa,
                         (const int8_t* x, int64_t plane, int64_t k, const int8_t* w, int64_t m, int64_t n, int32_t* acc,
                          int64_t ld))
+// QConv's w_shift: dst[r * width + x] = src[r * stride + x] + d * t[r * width + x], modulo 2^32, r < rows, x < width.
+ORTQUANT_DECLARE_ISA_FN(void, add_shifted_sums_isa,
+                        (const int32_t* src, int64_t stride, int32_t* dst, int64_t rows, int64_t width, uint32_t d,
+                         const int32_t* t))
+// QConv's w_shift: the window sums of one image's group of `channels` code planes [h][w] (plane elements apart),
+// modulo 2^32, a tap off the image counting as `pad`: u (h x w) gets the channels' sum per pixel, rows (h x ow) its
+// sums over the kw taps of each output column, t[oy * ow + ox] the sum of rows over the kh taps of each output row.
+ORTQUANT_DECLARE_ISA_FN(void, window_code_sums_isa,
+                        (const int8_t* codes, int64_t plane, int64_t channels, int64_t h, int64_t w, int64_t pt,
+                         int64_t pl, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                         uint32_t pad, uint32_t* u, uint32_t* rows, int32_t* t, int64_t oh, int64_t ow))
 // y[i] = float32(codes[i] + offset) * scale (dequantize_codes' loop).
 ORTQUANT_DECLARE_ISA_FN(void, dequantize_codes_isa, (const int8_t* codes, int32_t offset, float scale, float* y, int64_t n))
 // ONNX LeakyRelu in place, as onnxruntime computes it: y[i] = y[i] >= 0 ? y[i] : alpha * y[i] (float32).

@@ -37,6 +37,11 @@ _ACT = [
 # QConv / QGemm only (not QuantCodes).
 _XNOR = Attr("xnor", AttrType.INT, 1, doc="1: a binary-weight layer (weight codes +-1, bipolar or 1- to 2-bit "
              "activation) runs on the bit kernels; 0: on the int8 engine (same bits; for benchmarks)")  # fmt: skip
+# QConv / QGemm (and their Codes forms).
+_W_SHIFT = Attr("w_shift", AttrType.INTS, doc="absent: none; else one integer per output channel: the layer's weight "
+                "codes are W[j] + w_shift[j] (codes wider than int8 whose channels each span at most 256 values, "
+                "e.g. uint8 weights with a zero point per channel; at most 8-bit activations, never the bit "
+                "kernels)")  # fmt: skip
 _CHECK = Attr("act_check", AttrType.STRING, doc="absent: none; else the graph input and declared type (finn_datatype) "
               "that put X on the quantizer's grid: X's values are checked to lie within 0.01 of a step of that grid, "
               "an error naming it otherwise (transforms/integer_grid_activation.py)")  # fmt: skip
@@ -250,11 +255,12 @@ def ops() -> list[Op]:
     )
     return [
         Op("QConv", conv_doc, conv_ins, out,
-           [*_ACT, _CHECK, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT, _CHANNELS_LAST], conv_types,
+           [*_ACT, _CHECK, _XNOR, _W_SHIFT, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT, _CHANNELS_LAST], conv_types,
            _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, _CHECK, *_OUT_ACT, _TABLE, _XNOR, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT], conv_types,
+           [*_ACT, _CHECK, *_OUT_ACT, _TABLE, _XNOR, _W_SHIFT, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT],
+           conv_types,
            _infer_conv_codes),
         Op("MaxPoolCodes", "Y = MaxPool(X) over int8 codes, window kernel_shape = strides, no pads, floor rounding "
            "(the max of codes is the code of the max: transforms/integer_code_flow.py).",
@@ -271,10 +277,10 @@ def ops() -> list[Op]:
             Attr("strides", AttrType.INTS, doc="[sH, sW], default [1, 1]"),
             Attr("global", AttrType.INT, 0, doc="1: the window is the whole plane (GlobalAveragePool)")], (),
            _infer_avgpool_codes),
-        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR, flatten], conv_types[:1], _infer_gemm),
+        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR, _W_SHIFT, flatten], conv_types[:1], _infer_gemm),
         Op("QGemmCodes", gemm_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", gemm_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, _CHECK, *_OUT_ACT, _XNOR, flatten], conv_types[:1], _infer_gemm_codes),
+           [*_ACT, _CHECK, *_OUT_ACT, _XNOR, _W_SHIFT, flatten], conv_types[:1], _infer_gemm_codes),
         *(Op(name, "Integer-mode layers run one after the other in one node (transforms/integer_chain.py; "
              "onnxruntime's cost per node is as large as a small layer's): the steps' ops (QConv, QConvCodes, QGemm, "
              "QGemmCodes, MaxPoolCodes, AvgPoolCodes) named in order in steps, each step's X the output of the step "

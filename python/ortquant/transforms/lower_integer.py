@@ -98,6 +98,24 @@ def integer_backend() -> str:
     return "mixed"
 
 
+def _weight_shift(w_codes: np.ndarray, act: dict[str, object], op: str) -> np.ndarray | None:
+    """Per output channel, the shift ``d`` that puts a layer's weight codes wider than int8 into int8 (``w - d`` in
+    [-128, 127]; QConv's and QGemm's ``w_shift``), or None when the layer cannot take one: a ConvTranspose, an
+    activation of more than 8 bits, a channel spanning more than 256 codes, or sums that could leave int32
+    (128 * sum |w| >= 2^31). Asymmetric 8-bit weights (uint8 codes with a zero point per channel: q - z in
+    [-255, 255]) have one."""
+    if op == "ConvTranspose" or int(act.get("act_bits", 8)) > 8 or w_codes.size == 0:  # type: ignore[call-overload]
+        return None
+    rows = w_codes.reshape(w_codes.shape[0], -1).astype(np.int64)
+    lo, hi = rows.min(axis=1), rows.max(axis=1)
+    shift = hi - 127
+    if np.any(hi - lo > 255) or np.any(np.abs(shift) > 1 << 16):
+        return None
+    if np.any(np.abs(rows).sum(axis=1) * 128 >= 1 << 31):
+        return None
+    return shift
+
+
 def _act_max(act: dict[str, object]) -> int:
     """The largest |q - z| the activation quantizer can produce."""
     if act.get("act_bipolar") or (act.get("act_signed", 1) and act.get("act_bits") == 1):
@@ -691,8 +709,11 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
     b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
     wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
-    if backend == "mixed":  # the engine where the weight codes fit int8, else float-exact (where exact)
-        backend = "engine" if bool(np.all((w_codes >= -128) & (w_codes <= 127))) else "float"
+    fits = bool(np.all((w_codes >= -128) & (w_codes <= 127)))
+    # wider weight codes whose channels each span at most 256 values: int8 codes and a shift per channel
+    shift = None if fits else _weight_shift(w_codes, act, op)
+    if backend == "mixed":  # the engine where the weight codes fit int8 (or do with a shift), else float-exact
+        backend = "engine" if fits or shift is not None else "float"
     if op == "ConvTranspose":  # no engine op: onnxruntime's ConvTranspose on the integer values, where exact
         if backend == "engine" and integer_backend() == "engine":
             raise _SkipError("ConvTranspose runs on the float-exact backend only (ORTQUANT_INTEGER_BACKEND=engine)")
@@ -732,8 +753,16 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
                              domain=DOMAIN, axis=axis, relu=int(attrs.get("relu", 0))),
         )  # fmt: skip
         return _Lowered(node, new_nodes + tail, [wf, s_init, b_init, *extra], removed, renames, core, notes, w_nodes)
-    if not np.all((w_codes >= -128) & (w_codes <= 127)):
-        raise _SkipError("the weight codes (q - zero point) do not fit in int8 (and float32 sums would not be exact)")
+    if not fits and shift is None:
+        raise _SkipError(
+            "the weight codes (q - zero point) do not fit in int8, no shift per output channel puts them there, and "
+            "float32 sums would not be exact"
+        )
+    if shift is not None:  # w_shift: the engine's codes w - shift, the shift times the codes' sums added back
+        w_codes = w_codes - shift.reshape((-1,) + (1,) * (w_codes.ndim - 1))
+        attrs["w_shift"] = [int(v) for v in shift]
+        attrs["xnor"] = 0  # never the bit kernels (their weights are -1 and +1 unshifted)
+        notes.append("weights wider than int8: int8 codes and a shift per output channel")
     inits = [numpy_helper.from_array(np.ascontiguousarray(w_codes.astype(np.int8)), f"{base}_W"), s_init, b_init]
     qop = "QConv" if op == "Conv" else "QGemm"
     core = helper.make_node(
@@ -758,6 +787,8 @@ def _bit_kernel(low: _Lowered) -> str | None:
     if op is None or op.domain != DOMAIN:
         return None
     a = {x.name: helper.get_attribute_value(x) for x in op.attribute}
+    if "w_shift" in a or not a.get("xnor", 1):
+        return None
     w = next((t for t in low.initializers if t.name == op.input[1]), None)
     if w is None or not bool(np.all(np.abs(numpy_helper.to_array(w).astype(np.int64)) == 1)):
         return None

@@ -82,6 +82,22 @@ std::vector<int64_t> ints(const KernelInfo& info, const char* name, size_t n, in
   return v;
 }
 
+// Attribute w_shift of QConv / QGemm: absent, or one integer per output channel (weight codes W[j] + w_shift[j]; the
+// layer checks what its sums need).
+std::vector<int32_t> weight_shift(const KernelInfo& info, int64_t m) {
+  std::vector<int32_t> shift;
+  if (!info.has_attr("w_shift")) return shift;
+  const std::vector<int64_t> v = info.attr_ints("w_shift", {});
+  if (static_cast<int64_t>(v.size()) != m)
+    throw_error("attribute 'w_shift' must have one value per output channel (", m, "), got ", v.size());
+  for (const int64_t d : v) {
+    if (d < -(int64_t{1} << 16) || d > (int64_t{1} << 16))
+      throw_error("attribute 'w_shift': value ", d, " is outside [-65536, 65536]");
+    shift.push_back(static_cast<int32_t>(d));
+  }
+  return shift;
+}
+
 class QConvKernel : public OpKernel {
  public:
   // codes_op: QConvCodes (the output as the int8 codes of the out_act_* quantizer), else QConv.
@@ -108,7 +124,8 @@ class QConvKernel : public OpKernel {
     residual_ = info.has_input(4);
     relu_ = info.attr_bool("relu", false);
     conv_.emplace(w.view().as<int8_t>(), m, w.shape[1], a, act, channel_values(info, 2, "S", m),
-                  channel_values(info, 3, "B", m), relu_ && !residual_, info.attr_bool("xnor", true));
+                  channel_values(info, 3, "B", m), relu_ && !residual_, info.attr_bool("xnor", true),
+                  weight_shift(info, m));
     if (info.has_attr("leaky_relu_alpha")) {  // the LeakyRelu right after the convolution (before R and the relu)
       if (relu_ && !residual_)
         throw_error("attributes 'relu' and 'leaky_relu_alpha' cannot both apply to the convolution's output");
@@ -357,7 +374,8 @@ class QGemmKernel : public OpKernel {
     if (w.shape.size() != 2) throw_error("input W must be 2-D [N, K], got shape ", shape_str(w.shape));
     const int64_t n = w.shape[0];
     gemm_.emplace(w.view().as<int8_t>(), n, w.shape[1], act, channel_values(info, 2, "S", n),
-                  channel_values(info, 3, "B", n), info.attr_bool("relu", false), info.attr_bool("xnor", true));
+                  channel_values(info, 3, "B", n), info.attr_bool("relu", false), info.attr_bool("xnor", true),
+                  weight_shift(info, n));
     if (codes_op != info.has_attr("out_act_scale"))
       throw_error(codes_op ? "QGemmCodes needs the attributes 'out_act_*' (at least out_act_scale): the quantizer "
                              "of its int8 output codes"

@@ -152,7 +152,7 @@ ASAN_TESTS ?= tests/test_hardening.py tests/test_lifecycle.py tests/test_library
   tests/linger/test_matrix_conformance.py tests/linger/test_errors.py tests/linger/test_conv.py \
   tests/qonnx/test_im2col.py tests/qonnx/test_trunc.py tests/ngraph/test_dequantize.py tests/fuzz/test_fuzz.py \
   tests/qonnx/test_wide_params.py tests/integer/test_qlayer.py tests/integer/test_rescale_codes.py \
-  tests/linger/test_convtranspose.py \
+  tests/linger/test_convtranspose.py tests/test_high_rank.py \
   tests/integer/test_qconv_quads.py tests/transforms/test_integer_maxpool.py tests/transforms/test_integer_residual.py \
   tests/transforms/test_integer_depth_to_space.py tests/transforms/test_integer_codes.py \
   tests/transforms/test_integer_leaky_relu.py tests/transforms/test_integer_code_flow.py \

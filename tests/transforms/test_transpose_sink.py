@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
+from ortquant.transforms import ModelError
 from ortquant.transforms.transpose_sink import sink_transposes
 
 FIRST, LAST = [0, 3, 1, 2], [0, 2, 3, 1]
@@ -129,3 +130,12 @@ def test_a_malformed_transpose_is_left_for_onnxruntime_to_refuse():
     assert any(n.output[0] == "c0_cl" and n.op_type == "Transpose" for n in prepared.graph.node)
     with pytest.raises(Exception, match="narrow"):
         ortquant.InferenceSession(m)
+
+
+@pytest.mark.parametrize("name", ["roi", "scales"])
+def test_a_resize_parameter_of_unknown_type_is_refused_in_one_line(name):
+    # (fuzz find: an initializer with an unknown element type escaped as a KeyError from numpy)
+    m = _unet()
+    next(t for t in m.graph.initializer if t.name == name).data_type = 999
+    with pytest.raises(ModelError, match=f"Resize node .*{name} initializer '{name}' has an unknown element type 999"):
+        ortquant.prepare_model(m)

@@ -62,7 +62,7 @@ def _resize_params(node: onnx.NodeProto, consts: dict[str, onnx.TensorProto], ra
         return none
     ins = list(node.input) + [""] * (4 - len(node.input))
     roi = ins[1]
-    if roi and (roi not in consts or numpy_helper.to_array(consts[roi]).size != 0):
+    if roi and (roi not in consts or _read.tensor_array(consts[roi], node, "roi").size != 0):
         return none
     for k in (2, 3):
         name = ins[k]
@@ -70,13 +70,14 @@ def _resize_params(node: onnx.NodeProto, consts: dict[str, onnx.TensorProto], ra
             continue
         if name not in consts:
             return none
-        v = numpy_helper.to_array(consts[name])
+        v = _read.tensor_array(consts[name], node, "scales" if k == 2 else "sizes")
         if v.size == 0:
             continue
         if v.ndim != 1 or v.size != rank:
             return none
         other = ins[5 - k]  # the other of scales / sizes must be absent or empty
-        if other and (other not in consts or numpy_helper.to_array(consts[other]).size != 0):
+        what = "scales" if k == 3 else "sizes"
+        if other and (other not in consts or _read.tensor_array(consts[other], node, what).size != 0):
             return none
         return k, v
     return none

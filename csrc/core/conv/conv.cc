@@ -771,7 +771,8 @@ bool Conv2d::dw_raw_ok(const Shape& xs, Kernel kernel) const {
   if (os[0] == 0 || os[2] * os[3] == 0) return true;
   DwNhwcArgs d{nullptr, xs[1], xs[2], xs[3], a_, os[2], os[3], xs[2] + a_.pt + a_.pb, xs[3] + a_.pl + a_.pr,
                dwn_.get(), nullptr, nullptr, nullptr};
-  const BandSink none;
+  const auto none_fn = [](int64_t, int64_t, int64_t, int64_t, const int32_t*) {};
+  const BandSink none = none_fn;  // a sink that is never called: only the scratch size is asked
   d.sink = &none;
   d.band = dw_nhwc_band(d);
   return dw_nhwc_scratch(d) > 0;
@@ -791,10 +792,11 @@ void Conv2d::run_raw_dw(const int8_t* x, const Shape& xs, const Epilogue& ep, co
   }
   // The kernels hand the sink their own scratch rows (written by them, not shared): corrected there in place.
   const PadEdges edges = pad_edges(xs[2], xs[3], pad_code);
-  const BandSink padded = [&](int64_t b, int64_t c, int64_t y0, int64_t y1, const int32_t* sums) {
+  const auto padded_fn = [&](int64_t b, int64_t c, int64_t y0, int64_t y1, const int32_t* sums) {
     add_pad_rows(edges, const_cast<int32_t*>(sums), c, y0, y1, xs[2], xs[3], pad_code);
     sink(b, c, y0, y1, sums);
   };
+  const BandSink padded = padded_fn;  // a reference to the named lambda (FunctionRef)
   if (!run_dw_nhwc(x, xs, ep, nullptr, &padded, par, kernel)) throw_error("run_raw_dw: scratch size overflows");
 }
 

@@ -66,7 +66,7 @@ class Conv2d {
 
   // The exact sums of one image b and group g of the GEMM path: [m/group][oh][stride] int32, the first ow values of
   // each row valid (stride >= ow: the stride-phase grid's extra columns). Called on run_raw()'s calling thread.
-  using RawSink = std::function<void(int64_t b, int64_t g, const int32_t* sums, int64_t stride)>;
+  using RawSink = FunctionRef<void(int64_t b, int64_t g, const int32_t* sums, int64_t stride)>;
   // run() takes the GEMM path (implicit im2col), not a depthwise kernel: the path run_raw() needs.
   bool gemm_path() const { return !depthwise_; }
   // The GEMM path with ep.kind == kRaw, handing each (image, group) block of sums to `sink` while it is still in
@@ -83,7 +83,7 @@ class Conv2d {
   // source, so that a caller can quantize each quad of channels straight into the engine's planes (through a buffer
   // that stays in L1) instead of materializing the codes tensor. The whole input (0, 1, h, 0, 1, w) unless the
   // layer's taps all read one row (column) phase of a strided input: a 1x1 stride-2 layer reads a quarter of it.
-  using QuadFill = std::function<void(int64_t b, int64_t c, const QuadGrid& sel, int8_t* dst)>;
+  using QuadFill = FunctionRef<void(int64_t b, int64_t c, const QuadGrid& sel, int8_t* dst)>;
   // run_raw_fill applies to an input of shape xs: the channel-quad path (quad planes of at most 256 KiB).
   bool quad_fill_ok(const Shape& xs) const;
   // run_raw() with the input's codes taken from `fill` quad by quad, each code written once into the channel-quad
@@ -93,7 +93,7 @@ class Conv2d {
                     const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // The sums of output rows [y0, y1) of image b and group g: [m/group][y1 - y0][ow] int32, contiguous. Called on
   // run_raw_bands()'s calling thread.
-  using BandSink = std::function<void(int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums)>;
+  using BandSink = FunctionRef<void(int64_t b, int64_t g, int64_t y0, int64_t y1, const int32_t* sums)>;
   // run_raw_bands applies to an input of shape xs: a channel-quad layer with unit strides whose quad planes are
   // larger than the whole-image channel-quad path keeps in L2 (kQuadMaxBytes, conv.cc).
   bool bands_ok(const Shape& xs) const;

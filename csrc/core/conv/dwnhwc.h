@@ -55,7 +55,7 @@ struct DwNhwcArgs {
   // ep->kind == kRaw only, optional: unit (img, block, band) hands the sums of each channel c of the block, output
   // rows [y0, y1), [y1 - y0][ow] int32 contiguous, to (*sink)(img, c, y0, y1, sums); `out` is not written. Called
   // on the task's thread: it must not throw and must be safe to call from several threads at once.
-  const std::function<void(int64_t img, int64_t c, int64_t y0, int64_t y1, const int32_t* sums)>* sink = nullptr;
+  const Conv2d::BandSink* sink = nullptr;
   // Raw sums on the AVX-512 VNNI body: its stride-1 row kernel sums in int32 (vpdpbusd), so dw_rows_s1 needs no
   // int16 bound. Set before dw_nhwc_band, only with ep->kind == kRaw and that kernel.
   bool exact32 = false;

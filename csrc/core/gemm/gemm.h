@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 
+#include "core/function_ref.h"
 #include "core/gemm/epilogue.h"
 #include "core/gemm/pack.h"
 
@@ -38,7 +39,8 @@ const char* kernel_name(Kernel k);
 bool parse_kernel(const std::string& name, Kernel* out);  // "scalar", "avx2", "avxvnni", "avx512vnni", "auto"
 
 // Runs fn(task) for every task in [0, n), possibly concurrently; fn does not throw.
-using TaskFn = std::function<void(size_t)>;
+// A task of a parallel loop: called during the loop only (FunctionRef: no allocation per call).
+using TaskFn = FunctionRef<void(size_t)>;
 using Parallel = std::function<void(size_t n, const TaskFn& fn)>;
 void run_inline(size_t n, const TaskFn& fn);
 
@@ -70,7 +72,7 @@ void gemm_cols(const PackedWeights& w, const PackedCols& x, const Epilogue& ep, 
 // The same with the pixel panels produced on demand, so each is packed into a task's L1-sized scratch right
 // before the weight blocks run over it (the convolutions' implicit im2col): source(q, scratch) returns panel q
 // ([kgroups][kPanel][4], e.g. written into scratch by pack_panel). It runs inside pool tasks: it must not throw.
-using PanelSource = std::function<const uint8_t*(int64_t panel, uint8_t* scratch)>;
+using PanelSource = FunctionRef<const uint8_t*(int64_t panel, uint8_t* scratch)>;
 void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& source, const Epilogue& ep, void* out,
                       int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
 
@@ -79,7 +81,7 @@ void gemm_cols_source(const PackedWeights& w, int64_t p, const PanelSource& sour
 // over the input is needed and a panel of non-negative values takes the cheaper AVX2 product even when others do
 // not. Used when ep.x_max < 0 (no promise for the whole call) and the resolved kernel is AVX2, as in
 // with_proven_x_max; the result is the same either way.
-using ProvingPanelSource = std::function<const uint8_t*(int64_t panel, uint8_t* scratch, int32_t* x_max)>;
+using ProvingPanelSource = FunctionRef<const uint8_t*(int64_t panel, uint8_t* scratch, int32_t* x_max)>;
 void gemm_cols_source_proven(const PackedWeights& w, int64_t p, const ProvingPanelSource& source, const Epilogue& ep,
                              void* out, int64_t ldc, const Parallel& par, Kernel kernel = Kernel::kAuto);
 

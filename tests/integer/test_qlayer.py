@@ -28,6 +28,13 @@ def isa(request):
     kernels.set_isa("")
 
 
+def _need_kernel(kernel: str) -> None:
+    from ortquant import _C
+
+    if kernel not in _C.gemm_kernels():
+        pytest.skip(f"this CPU has no {kernel}")
+
+
 def _acts(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
     """Activations over the whole quantizer range and beyond, with exact ties and special values."""
     x = (rng.standard_normal(shape) * 60 * scale).astype(np.float32)
@@ -111,10 +118,7 @@ LAYER_ACTS = [
 @pytest.mark.parametrize("act", LAYER_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
 @pytest.mark.parametrize("kernel", GEMM_KERNELS)
 def test_qgemm_matches_reference_bitwise(isa, act, kernel):
-    from ortquant import _C
-
-    if kernel not in _C.gemm_kernels():
-        pytest.skip(f"this CPU has no {kernel}")
+    _need_kernel(kernel)
     rng = np.random.default_rng(7)
     rows, k, n = 5, 300, 70
     act = {"scale": 0.043, **act}
@@ -288,10 +292,7 @@ def test_qconv_shifted_weights_match_reference_bitwise(isa, act, case):
 @pytest.mark.parametrize("act", SHIFT_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
 @pytest.mark.parametrize("kernel", GEMM_KERNELS)
 def test_qgemm_shifted_weights_match_reference_bitwise(isa, act, kernel):
-    from ortquant import _C
-
-    if kernel not in _C.gemm_kernels():
-        pytest.skip(f"this CPU has no {kernel}")
+    _need_kernel(kernel)
     rng = np.random.default_rng(17)
     rows, k, n = 7, 300, 37
     act = {"scale": 0.043, **act}

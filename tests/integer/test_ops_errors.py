@@ -125,10 +125,12 @@ def test_malformed_qconv_is_an_error_naming_the_node(change, message):
     assert "qconv_node" in str(e.value)
 
 
-@pytest.mark.parametrize("op", ["QConv", "QGemm"])
+@pytest.mark.parametrize("op", ["QConv", "QGemm", "QConv-channels-last", "QConv-residual", "QConv-codes"])
 def test_shifted_weights_through_onnxruntime_match_reference(op):
     """w_shift (weight codes W + w_shift[j], uint8 weights with per-channel zero points) through onnxruntime with two
-    intra-op threads: a grouped convolution with an asymmetric activation (its padding code is not 0) and a QGemm."""
+    intra-op threads: a grouped convolution with an asymmetric activation (its padding code is not 0), with a
+    channels-last output, a residual input or output codes, and a QGemm."""
+    op, _, form = op.partition("-")
     rng = np.random.default_rng(12)
     act = {"act_scale": 0.05, "act_bits": 8, "act_signed": 0, "act_zeropt": 130.0}
     m = 8
@@ -144,15 +146,33 @@ def test_shifted_weights_through_onnxruntime_match_reference(op):
     shift = codes.reshape(m, -1).max(axis=1) - 127
     stored = (codes - shift.reshape((-1,) + (1,) * (codes.ndim - 1))).astype(np.int8)
     s, b = rng.random(m) * 1e-4, rng.standard_normal(m)
-    model, feeds = make_node_model(op, D, [x, stored, s, b], const=[False, True, True, True],
-                                   attrs={**act, **attrs, "w_shift": [int(v) for v in shift]})  # fmt: skip
-    (y,) = run_model(model, feeds, threads=2)
     kw = {"scale": 0.05, "bits": 8, "signed": False, "zeropt": 130.0}
-    if op == "QConv":
-        want = ref.qconv(x, codes, s, b, pads=(1, 0, 2, 1), group=2, strides=(2, 1), **kw)
-    else:
-        want = ref.qgemm(x, codes, s, b, **kw)
-    np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
+    want = (
+        ref.qconv(x, codes, s, b, pads=(1, 0, 2, 1), group=2, strides=(2, 1), **kw)
+        if op == "QConv"
+        else ref.qgemm(x, codes, s, b, **kw)
+    )
+    ins, const, out_types = [x, stored, s, b], [False, True, True, True], None
+    attrs = {**act, **attrs, "w_shift": [int(v) for v in shift]}
+    if form == "channels":
+        attrs["channels_last"] = 1
+        want = want.transpose(0, 2, 3, 1)
+    if form == "residual":
+        r = rng.standard_normal(want.shape).astype(np.float32)
+        ins, const = [*ins, r], [*const, False]
+        want = (want + r).astype(np.float32)
+    if form == "codes":
+        # 8-bit signed codes: stored as q - z (offset 0), ties and saturation included
+        scale = float(np.float32(np.abs(want).max() / 100))
+        attrs.update({"out_act_scale": scale, "out_act_bits": 8, "out_act_signed": 1})
+        out_types = [onnx.TensorProto.INT8]
+        op = "QConvCodes"
+        want = ref.act_codes(want, scale, bits=8, signed=True).astype(np.int8)
+        assert len(np.unique(want)) > 50
+    model, feeds = make_node_model(op, D, ins, const=const, attrs=attrs, output_dtypes=out_types)
+    (y,) = run_model(model, feeds, threads=2)
+    assert y.dtype == want.dtype and y.shape == want.shape
+    np.testing.assert_array_equal(y.view(np.uint8), want.view(np.uint8))
 
 
 @pytest.mark.parametrize("op", ["QConv", "QGemm"])

@@ -880,13 +880,15 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     quantize_codes(act_, in.x, q, n_in);
     return static_cast<const int8_t*>(q);
   };
-  // w_shift: the window sums of the input codes, added to the sums (times w_shift[j]) as they are rescaled
+  // w_shift: the window sums of the input codes, added to the sums (times w_shift[j]) as they are rescaled; the
+  // input is quantized first (every path then reads the codes)
   const int32_t* tsum = nullptr;
-  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) {
+  if (!shift_.empty()) {
     const int8_t* codes = input_codes();
-    if (!shift_.empty()) tsum = window_code_sums(codes, xs, os);
-    return run_small_k(codes, xs, out, par, tsum);
+    in = In{nullptr, codes};
+    tsum = window_code_sums(codes, xs, os);
   }
+  if (!small_w_.empty() && kernel == gemm::Kernel::kAuto) return run_small_k(input_codes(), xs, out, par, tsum);
   // A large output runs in bands of output rows (engine without pads: every band reads its own input rows).
   const bool engine_pads = !explicit_pad_ && (a_.pt || a_.pl || a_.pb || a_.pr);
   int64_t band = 0;
@@ -901,8 +903,7 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   auto sink = [&](int64_t b, int64_t g, const int32_t* sums, int64_t stride) {
     emit(out, (b * m_ + g * mg) * oh * ow, sums, stride, g * mg, mg, oh, ow, tsum);
   };
-  // (w_shift needs the input's codes for its window sums: not the channel-quad path, which never stores them)
-  if (band == 0 && !explicit_pad_ && n_out > 0 && shift_.empty() && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
+  if (band == 0 && !explicit_pad_ && n_out > 0 && conv_.gemm_path() && conv_.quad_fill_ok(xs)) {
     // Channel-quad path: each quad of channels quantized (quantize_codes' loop) into an L1 buffer (or its codes
     // copied there) and from there straight into the quad planes the kernel reads; no codes tensor, no phase
     // planes. A strided layer whose taps read one row or column phase (1x1 stride 2) takes only the positions it
@@ -935,7 +936,6 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
     return;
   }
   const int8_t* codes = input_codes();
-  if (!shift_.empty()) tsum = window_code_sums(codes, xs, os);
   // Depthwise on the channels-last kernel: its bands of sums rescaled while in cache (no int32 output tensor).
   const Shape padded_shape = explicit_pad_ ? Shape{xs[0], xs[1], checked_add(xs[2], a_.pt + a_.pb, "padded height"),
                                                    checked_add(xs[3], a_.pl + a_.pr, "padded width")}

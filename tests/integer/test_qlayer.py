@@ -334,6 +334,19 @@ def test_qconv_bad_shift_is_refused(shift, msg):
         kernels.qconv(x, w, s, b, w_shift=np.array(shift), scale=1.0, bits=8, signed=True)
 
 
+def _qgemm_of_zeros_shifted(k: int) -> np.ndarray:
+    x = np.zeros((1, k), np.float32)
+    w_shift = np.array([65536])
+    return kernels.qgemm(x, np.zeros((1, k), np.int8), np.ones(1), np.zeros(1), w_shift=w_shift, scale=1.0, bits=8)
+
+
+def test_shift_bound_is_strict():
+    # k weights of 0 + 65536: 128 * sum |w| = 2^31 for k = 256, one past int32, refused; 255 of them fit
+    with pytest.raises(Exception, match="could overflow"):
+        _qgemm_of_zeros_shifted(256)
+    assert _qgemm_of_zeros_shifted(255).shape == (1, 1)
+
+
 def test_every_isa_gives_the_same_bits():
     rng = np.random.default_rng(11)
     x = _acts(rng, (2, 16, 14, 14), 0.05)

@@ -71,9 +71,9 @@ bool apply_weight_shift(const int8_t* w, int64_t n, int64_t k, const ActQuant& a
       const int64_t v = int64_t{w[j * k + i]} + d;
       sum += v;
       abs_sum += v < 0 ? -v : v;
-      if (abs_sum > (int64_t{1} << 31) / 128)
-        throw Error("output channel " + std::to_string(j) + ": the weights w + w_shift sum to more than 2^24 in "
-                    "magnitude, so the layer's int32 sums could overflow");
+      if (abs_sum >= (int64_t{1} << 31) / 128)  // 128 * sum |w| must stay below 2^31
+        throw Error("output channel " + std::to_string(j) + ": the weights w + w_shift sum to more than 2^24 - 1 "
+                    "in magnitude, so the layer's int32 sums could overflow");
     }
     (*corr)[static_cast<size_t>(j)] = sum;
     (*bound)[static_cast<size_t>(j)] = 128 * abs_sum;

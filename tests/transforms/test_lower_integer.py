@@ -755,3 +755,106 @@ def test_conv_reading_the_previous_conv_sum(backend, c_in, planes):
     acc2 = iref.conv_int(a2, w2, (1, 1), (1, 0, 1, 0), (1, 1), 1)
     want = iref.rescale(acc2, np.full(3, s_min * 0.5), np.zeros(3), 1)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def _rank3_matmul_bn_model(t: int) -> onnx.ModelProto:
+    """x [N, t, 4] -> Quant(act) -> MatMul(W [4, 4] <- Quant) -> BatchNormalization with 4 parameters per input
+    (onnxruntime reads them as the t channels of axis 1, the rows: t = 4 runs, t = 1 is refused)."""
+    rng = np.random.default_rng(21)
+    p = {
+        "w": rng.standard_normal((4, 4)).astype(np.float32) * 0.3,
+        "ws": np.float32(0.05),
+        "wz": np.float32(0),
+        "wb": np.float32(4),
+        "as": np.float32(0.1),
+        "az": np.float32(0),
+        "ab": np.float32(4),
+        "gamma": (0.5 + rng.random(4)).astype(np.float32),
+        "beta": rng.standard_normal(4).astype(np.float32),
+        "mean": rng.standard_normal(4).astype(np.float32),
+        "var": (0.5 + rng.random(4)).astype(np.float32),
+    }
+    nodes = [
+        _quant("x", "xq", "as", "az", "ab", signed=1, narrow=0, rounding_mode="ROUND"),
+        _quant("w", "wq", "ws", "wz", "wb", signed=1, narrow=1, rounding_mode="ROUND"),
+        helper.make_node("MatMul", ["xq", "wq"], ["mm"], name="mm"),
+        helper.make_node("BatchNormalization", ["mm", "gamma", "beta", "mean", "var"], ["y"], name="bn"),
+    ]
+    g = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, t, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[_init(k, v) for k, v in p.items()],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(Q, 2)])
+    m.ir_version = 10
+    return m
+
+
+@pytest.mark.parametrize("t", [4, 1])
+def test_batchnorm_after_a_rank3_matmul_is_not_folded(engine, t):
+    """BatchNormalization normalizes axis 1, the rows of a rank-3 MatMul output, not its output channels (the last
+    axis): it must stay a node even when its parameter count equals the channel count (t = 4), and integer mode
+    must give the default mode's values (t = 4) or refuse as it does (t = 1: 4 parameters for 1 channel; folded,
+    integer mode ran that model)."""
+    m = _rank3_matmul_bn_model(t)
+    (d,) = integer_plan(m)
+    assert d.integer and "BatchNormalization" not in d.reason, d
+    assert "BatchNormalization" in [n.op_type for n in lower_integer(m).graph.node]
+    x = np.random.default_rng(3).standard_normal((2, t, 4)).astype(np.float32)
+    if t == 1:
+        _both_modes_agree(m, x)
+        return
+    want = ortquant.InferenceSession(m).run(None, {"x": x})[0]
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_after_a_matmul_of_unknown_rank_is_folded_with_a_rank_check(engine):
+    """X's rank unknown (no declared shape): the BatchNormalization is folded into the QGemm with x_rank = 2. A 2-D
+    input gives the default mode's values; a rank-3 one is refused by name (the default mode normalizes its axis 1
+    instead, or refuses it when that axis does not have 4 entries)."""
+    m = _rank3_matmul_bn_model(4)
+    del m.graph.input[0].type.tensor_type.shape.dim[:]
+    m.graph.input[0].type.tensor_type.ClearField("shape")
+    (d,) = integer_plan(m)
+    assert d.integer and "BatchNormalization folded" in d.reason, d
+    (q,) = [n for n in lower_integer(m).graph.node if n.op_type == "QGemm"]
+    assert [a.i for a in q.attribute if a.name == "x_rank"] == [2]
+    x2 = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    want = ortquant.InferenceSession(m).run(None, {"x": x2})[0]
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x2})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    sess = ortquant.InferenceSession(m, integer=True)
+    for shape in ((2, 4, 4), (2, 1, 4)):
+        with pytest.raises(ORT_ERRORS, match=r"input X of shape \(2, \d, 4\) must have rank 2 \(attribute 'x_rank'"):
+            sess.run(None, {"x": np.zeros(shape, np.float32)})
+
+
+def _qgemm_op(x_rank: int, flatten: int | None = None) -> onnx.ModelProto:
+    extra = {} if flatten is None else {"flatten": flatten}
+    g = helper.make_graph(
+        [helper.make_node("QGemm", ["x", "w", "s", "b"], ["y"], name="fc", domain="ortquant.integer", act_scale=0.05,
+                          act_bits=4, act_signed=0, x_rank=x_rank, **extra)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[_init("w", np.ones((3, 6)), np.int8), _init("s", np.full(3, 0.01), np.float64),
+                     _init("b", np.zeros(3), np.float64)],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ortquant.integer", 1)])
+    m.ir_version = 10
+    return m
+
+
+def test_qgemm_x_rank_checks_the_input_as_read():
+    x = np.full((2, 6), 0.5, np.float32)
+    (y,) = _integer_fixtures.registered_session(_qgemm_op(2)).run(None, {"x": x})
+    np.testing.assert_allclose(y, np.full((2, 3), 6 * 10 * 0.01))  # codes round(0.5 / 0.05) = 10
+    with pytest.raises(ORT_ERRORS, match=r"QGemm node 'fc'.*input X of shape \(1, 2, 6\) must have rank 2"):
+        _integer_fixtures.registered_session(_qgemm_op(2)).run(None, {"x": x[None]})
+    (y,) = _integer_fixtures.registered_session(_qgemm_op(3)).run(None, {"x": x[None]})
+    assert y.shape == (1, 2, 3)
+    # with flatten, X is read 2-D whatever its rank
+    (y,) = _integer_fixtures.registered_session(_qgemm_op(2, flatten=1)).run(None, {"x": x.reshape(2, 2, 3)})
+    assert y.shape == (2, 3)
+    for bad in (-1, 65):
+        with pytest.raises(ORT_ERRORS, match=r"attribute 'x_rank' must be a rank in 1\.\.64 or 0"):
+            _integer_fixtures.registered_session(_qgemm_op(bad))

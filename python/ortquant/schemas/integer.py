@@ -248,6 +248,9 @@ def ops() -> list[Op]:
     flatten = Attr("flatten", AttrType.INT, doc="absent: X [..., K] as it is; else an axis: X is read as ONNX "
                    "Flatten(X, axis) would give it, [rows, K] (a Flatten or Reshape before the op, fused; "
                    "transforms/integer_flatten.py)")  # fmt: skip
+    x_rank = Attr("x_rank", AttrType.INT, 0, doc="0: any; else X (as read: 2 with flatten) must have this rank or "
+                  "the op refuses it (2 where integer mode folded a BatchNormalization, which normalizes axis 1, into "
+                  "a MatMul whose activation rank it could not infer)")  # fmt: skip
     conv_doc = (
         "Y[n, j] = float32(double(conv2d(a(X), W)[n, j]) * S[j] + B[j]), NCHW, pads [t, l, b, r]; with "
         "pool = [pH, pW] then a max pool of that window and stride (no pads, floor), or with depth_to_space "
@@ -277,10 +280,11 @@ def ops() -> list[Op]:
             Attr("strides", AttrType.INTS, doc="[sH, sW], default [1, 1]"),
             Attr("global", AttrType.INT, 0, doc="1: the window is the whole plane (GlobalAveragePool)")], (),
            _infer_avgpool_codes),
-        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR, _W_SHIFT, flatten], conv_types[:1], _infer_gemm),
+        Op("QGemm", gemm_doc, gemm_ins, out, [*_ACT, _CHECK, _XNOR, _W_SHIFT, flatten, x_rank], conv_types[:1],
+           _infer_gemm),
         Op("QGemmCodes", gemm_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", gemm_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, _CHECK, *_OUT_ACT, _XNOR, _W_SHIFT, flatten], conv_types[:1], _infer_gemm_codes),
+           [*_ACT, _CHECK, *_OUT_ACT, _XNOR, _W_SHIFT, flatten, x_rank], conv_types[:1], _infer_gemm_codes),
         *(Op(name, "Integer-mode layers run one after the other in one node (transforms/integer_chain.py; "
              "onnxruntime's cost per node is as large as a small layer's): the steps' ops (QConv, QConvCodes, QGemm, "
              "QGemmCodes, MaxPoolCodes, AvgPoolCodes) named in order in steps, each step's X the output of the step "

@@ -669,9 +669,35 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     b = np.zeros(n) if bias is None else np.array(bias, dtype=np.float64)
     if b.shape != (n,):
         raise _SkipError("the bias is not one value per output channel")
+    wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
+    fits = bool(np.all((w_codes >= -128) & (w_codes <= 127)))
+    # wider weight codes whose channels each span at most 256 values: int8 codes and a shift per channel
+    shift = None if fits else _weight_shift(w_codes, act, op)
+    if backend == "mixed":  # the engine where the weight codes fit int8 (or do with a shift), else float-exact
+        backend = "engine" if fits or shift is not None else "float"
+    if op == "ConvTranspose":  # no engine op: onnxruntime's ConvTranspose on the integer values, where exact
+        if backend == "engine" and integer_backend() == "engine":
+            raise _SkipError("ConvTranspose runs on the float-exact backend only (ORTQUANT_INTEGER_BACKEND=engine)")
+        backend = "float"
+        if k * _act_max(act) * wmax >= FLOAT_EXACT_LIMIT:
+            raise _SkipError(
+                f"the ConvTranspose's sums could reach {k * _act_max(act) * wmax}: float32 would not "
+                f"add them exactly (integer mode's transposed convolutions need < {FLOAT_EXACT_LIMIT})"
+            )
     out_name = node.output[0]
     removed = [node]
-    folded = _fold_bn(g, out_name, s, b)
+    # BatchNormalization normalizes axis 1: a layer's output channel for Conv, ConvTranspose, Gemm and a MatMul of
+    # a 2-D activation, but not for a MatMul of rank 3 or more (its output channel is the last axis; axis 1 the
+    # rows). A Quant's output has no inferred shape: read straight from one, the activation has its float input's
+    # rank (the quantizer's parameters broadcast into that input without changing it: _per_tensor). Of unknown
+    # rank, the engine's QGemm folds it and refuses any X but a 2-D one (x_rank); the float-exact MatMul does not.
+    rows_rank = g.rank(node.input[0])
+    if rows_rank is None and not chain:
+        rows_rank = g.rank(x_float)
+    fold_ok = op != "MatMul" or rows_rank == 2 or (rows_rank is None and backend != "float")
+    folded = _fold_bn(g, out_name, s, b) if fold_ok else None
+    if folded is not None and op == "MatMul" and rows_rank is None:
+        attrs["x_rank"] = 2
     if folded is not None:
         s, b, bn = folded
         out_name = bn.output[0]
@@ -708,21 +734,6 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         notes.append("1-D convolution as 2-D with height 1")
     s_init = numpy_helper.from_array(np.ascontiguousarray(s), f"{base}_S")
     b_init = numpy_helper.from_array(np.ascontiguousarray(b), f"{base}_B")
-    wmax = int(np.max(np.abs(w_codes.astype(np.int64)))) if w_codes.size else 0
-    fits = bool(np.all((w_codes >= -128) & (w_codes <= 127)))
-    # wider weight codes whose channels each span at most 256 values: int8 codes and a shift per channel
-    shift = None if fits else _weight_shift(w_codes, act, op)
-    if backend == "mixed":  # the engine where the weight codes fit int8 (or do with a shift), else float-exact
-        backend = "engine" if fits or shift is not None else "float"
-    if op == "ConvTranspose":  # no engine op: onnxruntime's ConvTranspose on the integer values, where exact
-        if backend == "engine" and integer_backend() == "engine":
-            raise _SkipError("ConvTranspose runs on the float-exact backend only (ORTQUANT_INTEGER_BACKEND=engine)")
-        backend = "float"
-        if k * _act_max(act) * wmax >= FLOAT_EXACT_LIMIT:
-            raise _SkipError(
-                f"the ConvTranspose's sums could reach {k * _act_max(act) * wmax}: float32 would not "
-                f"add them exactly (integer mode's transposed convolutions need < {FLOAT_EXACT_LIMIT})"
-            )
     if backend == "float" and k * _act_max(act) * wmax < FLOAT_EXACT_LIMIT:
         act_attrs = {key: v for key, v in act.items()}
         codes = f"{base}_codes"

@@ -394,6 +394,9 @@ class QGemmKernel : public OpKernel {
     if (flatten_ < -1 || flatten_ > kMaxRank)
       throw_error("attribute 'flatten' must be an axis in 0..", kMaxRank, " (X is then read as ONNX's Flatten(X, "
                   "axis) gives it) or absent; got ", flatten_);
+    x_rank_ = info.attr_int("x_rank", 0);
+    if (x_rank_ < 0 || x_rank_ > kMaxRank)
+      throw_error("attribute 'x_rank' must be a rank in 1..", kMaxRank, " or 0 (any rank); got ", x_rank_);
   }
 
   void compute(KernelContext& ctx) const override {
@@ -406,6 +409,13 @@ class QGemmKernel : public OpKernel {
       throw_error("input X is int8 codes but the act_* quantizer has ", act_bits_,
                   " bits (9 to 24 bits have no int8 codes); feed float32 values");
     if (x.shape.empty()) throw_error("input X must have at least 1 dimension");
+    // x_rank: the rank of X as the layer reads it (2 when flattened). Integer mode sets 2 where it folded a
+    // BatchNormalization into a MatMul: that normalizes axis 1, the output channel of a 2-D X only.
+    if (x_rank_ > 0 && (flatten_ >= 0 ? 2 : static_cast<int64_t>(x.shape.size())) != x_rank_)
+      throw_error("input X of shape ", shape_str(x.shape), " must have rank ", x_rank_, " (attribute 'x_rank'",
+                  x_rank_ == 2 ? ": the layer folds a BatchNormalization over axis 1, its output channel only for a "
+                                 "2-D input)"
+                               : ")");
     Shape ys = x.shape;
     if (flatten_ >= 0) {  // X read as Flatten(X, flatten_): [prod(dims before), prod(dims from the axis)]
       const auto axis = static_cast<size_t>(flatten_);
@@ -442,6 +452,7 @@ class QGemmKernel : public OpKernel {
   bool codes_out_ = false;
   int64_t act_bits_ = 8;  // act_bits, for the error above
   int64_t flatten_ = -1;  // flatten: X read as Flatten(X, axis); -1: X [..., K] as it is
+  int64_t x_rank_ = 0;    // x_rank: X must have this rank as read (after flatten: 2); 0: any
   static constexpr int64_t kMaxRank = 64;
 };
 

@@ -518,6 +518,17 @@ def test_gemm_alpha_and_beta_of_the_wrong_type(engine):
         _both_modes_agree(m, np.ones((2, 3, 8, 8), np.float32))
 
 
+@pytest.mark.parametrize("value", [-(2**63), 2, -1])
+def test_gemm_trans_flags_other_than_0_or_1_stay_with_onnxruntime(engine, value):
+    """transB = -2^63 is 0 to onnx's shape inference (32 bits) and true to onnxruntime's Gemm kernel: a session of
+    the file is refused; a lowered layer would have run it. Any value but 0 or 1 leaves the layer to onnxruntime."""
+    m = _gemm_model()
+    _set_attr(_node(m, "fc"), helper.make_attribute("transB", value))
+    (d,) = integer_plan(m)
+    assert not d.integer and f"attribute 'transB' is {value}, not 0 or 1" in d.reason, d
+    _both_modes_agree(m, np.ones((2, 3, 8, 8), np.float32))
+
+
 def test_batchnorm_with_fewer_than_5_inputs_stays_a_node(engine):
     m, _ = _conv_model()
     del _node(m, "bn").input[4]

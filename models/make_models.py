@@ -308,6 +308,33 @@ class MixedBits(nn.Module):
         return self.fc2(x)
 
 
+class AttnW8A8(nn.Module):
+    """8x16 tokens -> 4: one self-attention block in 8 bits, the way Brevitas users quantize a transformer layer:
+    8-bit per-tensor Linear projections q, k, v with 8-bit signed activations after each, q @ k^T (a product of two
+    quantized activations), Softmax, an 8-bit unsigned quantizer on the probabilities, their product with v, an
+    output projection, the mean over the tokens and a Linear head."""
+
+    def __init__(self, d: int = 16) -> None:
+        super().__init__()
+        lin = {"weight_quant": Int8WeightPerTensorFloat, "bias": True}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.q = qnn.QuantLinear(d, d, **lin)
+        self.k = qnn.QuantLinear(d, d, **lin)
+        self.v = qnn.QuantLinear(d, d, **lin)
+        self.qa, self.ka, self.va = (qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat) for _ in range(3))
+        self.pa = qnn.QuantIdentity(act_quant=Uint8ActPerTensorFloat)
+        self.o = qnn.QuantLinear(d, d, **lin)
+        self.oa = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat)
+        self.head = qnn.QuantLinear(d, 4, **lin)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        q, k, v = self.qa(self.q(x)), self.ka(self.k(x)), self.va(self.v(x))
+        p = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) * 0.25, dim=-1)
+        y = self.oa(self.o(torch.matmul(self.pa(p), v)))
+        return self.head(y.mean(dim=1))
+
+
 def _randomize_bn(model: nn.Module, gen: torch.Generator, binary: bool = False) -> None:
     """Give every BatchNorm non-trivial statistics and affine parameters (a fresh BN is the identity)."""
     for m in model.modules():
@@ -362,6 +389,8 @@ SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
     # binary weights: FINN's TFC-w1a1 and TFC-w1a2 (integer mode's XNOR-popcount and bit-serial paths)
     "tfc_w1a1": (TfcW1A1, (1, 28, 28), False),
     "tfc_w1a2": (TfcW1A2, (1, 28, 28), False),
+    # a transformer block: products of two quantized activations (integer mode's activation MatMul)
+    "attn_w8a8": (AttnW8A8, (8, 16), False),
 }
 
 

@@ -60,6 +60,11 @@ MODELS: dict[str, dict[str, set[str]]] = {
         "qonnx.custom_op.general": {"BipolarQuant", "Quant"},
         "": {"Sub", "Mul", "Reshape", "Gemm", "BatchNormalization", "Div", "Add"},
     },
+    # a transformer block: two products of quantized activations
+    "attn_w8a8": {
+        "qonnx.custom_op.general": {"Quant"},
+        "": {"MatMul", "Add", "Transpose", "Mul", "Softmax", "ReduceMean", "Gemm"},
+    },
 }
 # The integer-mode benchmark CNN needs its 128 x 4096 float weight (2 MB); every other model is under 1 MB.
 MAX_BYTES = {"cnn4c2f_w4a4": 3 << 20}

@@ -869,3 +869,20 @@ def test_qgemm_x_rank_checks_the_input_as_read():
     for bad in (-1, 65):
         with pytest.raises(ORT_ERRORS, match=r"attribute 'x_rank' must be a rank in 1\.\.64 or 0"):
             _integer_fixtures.registered_session(_qgemm_op(bad))
+
+
+def test_bipolar_activation_scale_of_an_integer_type_stays_with_onnxruntime(engine):
+    """BipolarQuant's schema takes float scales only: with an int8 scale onnxruntime refuses the default-mode session,
+    and integer mode must not fold the quantizer away and run it (it stays a node, refused alike)."""
+    from pathlib import Path
+
+    models = Path(__file__).resolve().parents[2] / "models"
+    m = onnx.load(str(models / "tfc_w1a1.onnx"))
+    (t,) = [t for t in m.graph.initializer if t.name == "BipolarQuant_5_param0"]  # Gemm_1's activation scale
+    t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.int8), t.name))
+    plan = {d.node: d for d in integer_plan(m)}
+    assert "BipolarQuant_5" in [n.name for n in lower_integer(m).graph.node], plan["Gemm_1"]
+    x = np.load(models / "tfc_w1a1.npz")["input_b4"]
+    for integer in (False, True):
+        with pytest.raises(ORT_ERRORS, match=r"tensor\(int8\).*BipolarQuant_5"):
+            ortquant.InferenceSession(m, integer=integer).run(None, {"global_in": x})

@@ -312,7 +312,10 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
     if x_type is not None and x_type[0] != onnx.TensorProto.FLOAT:
         raise _SkipError("the quantized activation is not float32")
     x_shape = None if x_type is None else x_type[1]
-    s = _per_tensor(g.const(node.input[1], "the activation scale", node), "the activation scale", x_shape, "scale")
+    s_value = g.const(node.input[1], "the activation scale", node)
+    if node.op_type == "BipolarQuant" and s_value.dtype.kind not in "f":  # its schema: float scales only
+        raise TypeSkipError(f"the BipolarQuant's scale is {s_value.dtype} (onnxruntime takes a float type only)")
+    s = _per_tensor(s_value, "the activation scale", x_shape, "scale")
     if not (np.isfinite(s) and s > 0):
         raise _SkipError(f"the activation scale {s!r} is not finite and positive")
     if node.op_type == "BipolarQuant":

@@ -10,9 +10,10 @@ import onnx
 import pytest
 from _integer_fixtures import init as _init
 from _integer_fixtures import prepared_without, registered_session
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
+from conftest import ORT_ERRORS
 from ortquant.transforms.integer_chain import unchain
 from ortquant.transforms.integer_flatten import fuse_integer_flatten
 
@@ -125,6 +126,19 @@ def test_a_reshape_that_is_not_a_flatten_stays(target: list[int], k: int):
     assert "Reshape" in _ops(prepared)
     assert not any(a.name == "flatten" for n in unchain(prepared) for a in n.attribute)
     _same_bits(m, batch=1)
+
+
+@pytest.mark.parametrize("shape", [np.array([[-1], [150]], np.int64), np.array([-1, 150], np.int32)])
+def test_a_reshape_onnxruntime_refuses_stays(shape: np.ndarray):
+    """A shape that is not a 1-D int64 tensor ([[-1], [150]]: its values read flat are a Flatten's): onnxruntime
+    refuses the Reshape in the default mode; fused away, integer mode would have run the file."""
+    step = helper.make_node("Reshape", ["f", "shape"], ["g"])
+    m = _with_shape(_model(step, 150), numpy_helper.from_array(shape, "shape"))
+    assert "Reshape" in _ops(ortquant.prepare_model(m, integer=True))
+    x = np.zeros((2, 4, 5, 5), np.float32)
+    for integer in (False, True):
+        with pytest.raises(ORT_ERRORS):
+            ortquant.InferenceSession(m, integer=integer).run(None, {"x": x})
 
 
 def test_a_flatten_read_elsewhere_stays():

@@ -104,6 +104,8 @@ def test_fused_1d_pool_behind_the_squeeze(opset):
         ({"kernel_shape": [2, 2], "strides": [2, 2]}, True),  # the convolution's output is also a graph output
         # an attribute MaxPool does not have: onnxruntime refuses the node, so it stays for it to refuse
         ({"kernel_shape": [2, 2], "strides": [2, 2], "narrow": 1}, False),
+        # storage_order must be 0 or 1 (onnxruntime's MaxPool kernel refuses 2)
+        ({"kernel_shape": [2, 2], "strides": [2, 2], "storage_order": 2}, False),
     ],
 )
 def test_other_pools_stay_as_they_are(pool, extra_output):

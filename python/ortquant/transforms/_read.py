@@ -177,7 +177,8 @@ def standard_node_problem(node: onnx.NodeProto, model: onnx.ModelProto) -> str |
     except (onnx.checker.ValidationError, onnx.defs.SchemaError) as e:
         return f"{node_label(node)}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
     # Flags the schema types as INT: onnx's shape inference reads them as 32-bit values (-2^63 is 0 there) while
-    # onnxruntime's kernels test the 64-bit value, so a file with another value than 0 or 1 is judged two ways.
+    # onnxruntime's kernels test the 64-bit value (and refuse a MaxPool storage_order other than 0 or 1), so a file
+    # with another value than 0 or 1 is judged two ways.
     for name in _FLAG_ATTRS.get(node.op_type, ()):
         a = next((a for a in node.attribute if a.name == name), None)
         if a is not None and a.type == onnx.AttributeProto.INT and a.i not in (0, 1):
@@ -185,4 +186,4 @@ def standard_node_problem(node: onnx.NodeProto, model: onnx.ModelProto) -> str |
     return None
 
 
-_FLAG_ATTRS = {"Gemm": ("transA", "transB"), "BatchNormalization": ("training_mode",)}
+_FLAG_ATTRS = {"Gemm": ("transA", "transB"), "BatchNormalization": ("training_mode",), "MaxPool": ("storage_order",)}

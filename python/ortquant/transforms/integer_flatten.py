@@ -54,7 +54,10 @@ def _flatten_axis(
                 axis += len(x)
             return axis
         if node.op_type == "Reshape" and len(node.input) == 2 and node.input[1] in inits:
-            target = _read.tensor_array(inits[node.input[1]], node, "shape").reshape(-1).tolist()
+            t = inits[node.input[1]]
+            if len(t.dims) != 1 or t.data_type != onnx.TensorProto.INT64:  # onnxruntime takes a 1-D int64 shape only
+                return None
+            target = _read.tensor_array(t, node, "shape").tolist()
             x = shape(node.input[0])
             if len(target) != 2 or x is None or len(x) < 2 or any(d is None for d in x[1:]):
                 return None

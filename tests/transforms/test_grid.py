@@ -581,3 +581,15 @@ def test_qdq_sources_clip_and_sub() -> None:
         "clip_off": None,  # 0.3 is not on the 0.25 grid and cuts into its range
     }
     _check(_model(nodes, inits, [2, c, 4, 4]), _x([2, c, 4, 4], 3.0), want)
+
+
+def test_a_node_onnxruntime_refuses_has_no_grid_and_raises_nothing() -> None:
+    """An AveragePool whose kernel_shape is FLOATS (inf) and a MaxPool with an attribute it does not have: no grid
+    after them (onnxruntime judges the nodes), and no Python exception (int(inf) raised OverflowError before)."""
+    inf_pool = helper.make_node("AveragePool", ["q"], ["ap"])
+    inf_pool.attribute.append(helper.make_attribute("kernel_shape", [float("inf"), float("inf")]))
+    nodes = [_quant("x", "q", "s", "z", "b", signed=0), inf_pool,
+             helper.make_node("MaxPool", ["q"], ["mp"], kernel_shape=[2, 2], narrow=1)]  # fmt: skip
+    m = _model(nodes, {"s": np.float32(0.5), "z": np.float32(0), "b": np.float32(4)}, [1, 2, 4, 4])
+    grids = infer_grids(m)
+    assert "q" in grids and "ap" not in grids and "mp" not in grids

@@ -987,11 +987,13 @@ def infer_grids(model: onnx.ModelProto) -> dict[str, Grid]:
         rule = _rule(node)
         if rule is None or not node.output or not node.output[0]:
             continue
+        if node.domain in STANDARD_DOMAINS and _read.standard_node_problem(node, model) is not None:
+            continue  # a node onnxruntime refuses as written (attribute types, counts): no grid; it judges the node
         ins = [grids.get(i) if i else None for i in node.input]
         try:
             g = rule(node, ins, ctx)
-        except (ValueError, TypeError, IndexError):  # malformed parameters: no grid (the op's checks report them)
-            g = None
+        except (ValueError, TypeError, IndexError, ArithmeticError):  # malformed parameters (inf sizes, ...): no
+            g = None  # grid (the op's checks report them)
         if g is not None:
             declared = next((i.declared for i in ins if i is not None and i.declared), "")
             if declared and not g.declared and rule not in _PROVEN:  # computed from a declared input: still a promise

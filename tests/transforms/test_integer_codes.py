@@ -140,6 +140,10 @@ CASES = {
     "quads": ([{"m": 8, "k": 3}, {"m": 8, "k": 3, "relu": False}], 8, 9, 10),
     # a stride-2 reader (its quad planes take every other row and column of the codes)
     "strided": ([{"m": 8, "k": 3}, {"m": 8, "k": 1, "pads": 0, "stride": 2}], 4, 12, 14),
+    # stride-2 readers of codes with 16-pixel output rows (the kernel reads their quad planes in place): a 1x1 layer
+    # (one phase of four) and a padded 3x3 one (all four phases, odd input width)
+    "strided_1x1_rows16": ([{"m": 8, "k": 3}, {"m": 8, "k": 1, "pads": 0, "stride": 2}], 4, 32, 32),
+    "strided_3x3_rows16": ([{"m": 8, "k": 3}, {"m": 4, "k": 3, "stride": 2}], 4, 32, 31),
     # a producer with a fused max pool (codes of the pooled image)
     "pooled": ([{"m": 8, "k": 3, "pool": 2}, {"m": 4, "k": 3}], 4, 12, 12),
     # planes of at least 256 values: the convolution writes codes and the codes are pooled (int8 pool rows of 11, 4

@@ -1,12 +1,12 @@
 """What the integer-mode transform tests share: the backend fixture (each test runs on the engine, on the
-float-exact backend and on the per-layer choice) and a float32 initializer maker."""
+float-exact backend and on the per-layer choice), a float32 initializer maker and one-op model builders."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 
 @pytest.fixture(params=["engine", "float", "mixed"])
@@ -42,6 +42,24 @@ def prepared_without(m: onnx.ModelProto, step: str) -> onnx.ModelProto:
 def init(name: str, v: object, dtype: type = np.float32) -> onnx.TensorProto:
     """An initializer ``name`` holding ``v`` as ``dtype``."""
     return numpy_helper.from_array(np.asarray(v, dtype=dtype), name)
+
+
+def qgemm_model(w: np.ndarray, x_shape: list[int] | None = None, **attrs: int) -> onnx.ModelProto:
+    """x -> one ``ortquant.integer::QGemm`` node 'fc' -> y: weight codes ``w`` [N, K], every output channel's scale
+    0.01 and bias 0, a 4-bit unsigned activation quantizer of scale 0.05, plus ``attrs`` (``x_rank``,
+    ``flatten``)."""
+    n = w.shape[0]
+    g = helper.make_graph(
+        [helper.make_node("QGemm", ["x", "w", "s", "b"], ["y"], name="fc", domain="ortquant.integer", act_scale=0.05,
+                          act_bits=4, act_signed=0, **attrs)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[init("w", w, np.int8), init("s", np.full(n, 0.01), np.float64),
+                     init("b", np.zeros(n), np.float64)],
+    )  # fmt: skip
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ortquant.integer", 1)])
+    m.ir_version = 10
+    return m
 
 
 def qconv_params(rng: np.random.Generator, m: int, c: int, k: list[int]) -> dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from _integer_fixtures import init as _init
-from _integer_fixtures import prepared_without, registered_session
+from _integer_fixtures import prepared_without, qgemm_model, registered_session
 from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
@@ -154,19 +154,8 @@ def test_nothing_to_fuse_returns_the_model_itself():
 
 
 def _qgemm(x_shape: list[int], k: int, flatten: int) -> onnx.ModelProto:
-    rng = np.random.default_rng(1)
-    w = rng.integers(-7, 8, (5, k)).astype(np.int8)
-    g = helper.make_graph(
-        [helper.make_node("QGemm", ["x", "w", "s", "b"], ["y"], domain="ortquant.integer", act_scale=0.05,
-                          act_bits=4, act_signed=0, flatten=flatten)],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[_init("w", w, np.int8), _init("s", np.full(5, 0.01), np.float64),
-                     _init("b", np.zeros(5), np.float64)],
-    )  # fmt: skip
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ortquant.integer", 1)])
-    m.ir_version = 10
-    return m
+    w = np.random.default_rng(1).integers(-7, 8, (5, k))
+    return qgemm_model(w, x_shape, flatten=flatten)
 
 
 def test_the_op_flattens_as_onnx_flatten_does():

@@ -842,17 +842,7 @@ def test_batchnorm_after_a_matmul_of_unknown_rank_is_folded_with_a_rank_check(en
 
 def _qgemm_op(x_rank: int, flatten: int | None = None) -> onnx.ModelProto:
     extra = {} if flatten is None else {"flatten": flatten}
-    g = helper.make_graph(
-        [helper.make_node("QGemm", ["x", "w", "s", "b"], ["y"], name="fc", domain="ortquant.integer", act_scale=0.05,
-                          act_bits=4, act_signed=0, x_rank=x_rank, **extra)],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        initializer=[_init("w", np.ones((3, 6)), np.int8), _init("s", np.full(3, 0.01), np.float64),
-                     _init("b", np.zeros(3), np.float64)],
-    )  # fmt: skip
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ortquant.integer", 1)])
-    m.ir_version = 10
-    return m
+    return _integer_fixtures.qgemm_model(np.ones((3, 6)), x_rank=x_rank, **extra)
 
 
 def test_qgemm_x_rank_checks_the_input_as_read():

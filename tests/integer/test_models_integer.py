@@ -130,17 +130,25 @@ def test_engine_and_float_exact_backends_give_the_same_bits(name: str, monkeypat
 ONLY_FLOAT_EXACT = {"int8_resblock": (2, 3), "attn_w8a8": (3, 5)}
 
 
-def test_stored_inputs_and_threads() -> None:
-    """The stored batch-4 input: one and two intra-op threads give the same bits in integer mode."""
-    model = onnx.load(str(MODELS / "cnn4c2f_w4a4.onnx"))
-    x = np.load(MODELS / "cnn4c2f_w4a4.npz")["input_b4"]
+@pytest.mark.parametrize("name", ["cnn4c2f_w4a4", "resnet_mini_w6a6", "cnn_w4a4"])
+def test_stored_inputs_and_threads(name: str) -> None:
+    """The stored batch-4 input: one, two and three intra-op threads give the same bits in integer mode (layers of
+    at least 2^20 multiply-adds per image run their images as the pool's tasks: three threads split four images
+    unevenly; the residual block and the codes between layers too), with and without spinning threads."""
+    model = onnx.load(str(MODELS / f"{name}.onnx"))
+    x = np.load(MODELS / f"{name}.npz")["input_b4"]
     outs = []
-    for threads in (1, 2):
+    for threads, spin in ((1, "1"), (2, "1"), (3, "0")):
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
+        so.add_session_config_entry("session.intra_op.allow_spinning", spin)
         sess = ortquant.InferenceSession(model, sess_options=so, integer=True)
         outs.append(sess.run(None, {"global_in": x})[0])
-    np.testing.assert_array_equal(outs[0], outs[1])
+        outs.append(sess.run(None, {"global_in": x[:1]})[0])
+    for i in (2, 4):
+        np.testing.assert_array_equal(outs[0], outs[i])
+        np.testing.assert_array_equal(outs[1], outs[i + 1])
+    np.testing.assert_array_equal(outs[1], outs[0][:1])  # the first image alone: the same bits as in the batch
 
 
 if __name__ == "__main__":  # prints the figures of docs/ops.md

@@ -295,6 +295,12 @@ class QConv {
   // run, with w_shift (the sums get w_shift[j] times the window sum of their pixel first), else null.
   void emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride, int64_t j0, int64_t channels,
             int64_t rows, int64_t width, const int32_t* tsum = nullptr) const;
+  // emit() of channels [j0, j0 + channels) whose rows x width rectangles start `plane` values apart in the output
+  // (at + (j - j0) * plane: an image's output plane), split into ranges of channels that the pool's threads rescale
+  // at once. For sinks called on the calling thread after the engine's parallel GEMM.
+  void emit_channels(const gemm::Parallel& par, const Out& out, int64_t at, int64_t plane, const int32_t* acc,
+                     int64_t stride, int64_t j0, int64_t channels, int64_t rows, int64_t width,
+                     const int32_t* tsum) const;
   void run_wide(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par,
                 gemm::Kernel kernel) const;
 };

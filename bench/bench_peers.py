@@ -13,7 +13,8 @@ Sides (each a session over the same model, one intra-op thread):
 - ``ort-qcdq-unfused``: the same model with onnxruntime's graph optimizations off (QuantizeLinear, Clip,
   DequantizeLinear and float Conv / MatMul as written): the QCDQ form's own answer, for correctness.
 - ``openvino-int8``: OpenVINO (``pip install openvino``; optional) on that same int8-weight QCDQ model, which its
-  low-precision transformations run as int8 Conv / MatMul, f32 inference precision, one stream, one thread.
+  low-precision transformations run as int8 Conv / MatMul, f32 inference precision, one stream, one thread
+  (``--threads``: that many).
 - ``openvino-qcdq``: OpenVINO on qonnx's QCDQ form as converted (weights float, each behind its QuantizeLinear
   [-> Clip] -> DequantizeLinear): OpenVINO keeps those weights' quantization in float.
 - ``float``: the float network: the ortquant default model (weight quantizers replaced by their dequantized
@@ -41,9 +42,11 @@ per side.
 Timing: the sides that ran are timed interleaved in this one process (``bench_gemm.alternating_medians`` with
 ``time.process_time``: CPU time of the whole process, which also counts OpenVINO's worker thread), three
 interleaved runs; ``median_cpu_us`` is the median of the three runs' medians, ``min_cpu_us`` their minimum,
-``ratio`` a side's median over ortquant-integer's. JSON: a list with one object per model and batch,
-``{"model", "batch", "isa", "cpu", "sides": {name: {"correct", "error", "median_cpu_us", "min_cpu_us", "ratio",
-"mismatch", "max_abs_err"}}}``.
+``ratio`` a side's median over ortquant-integer's. ``--threads N`` (N > 1): every side gets N intra-op threads
+(OpenVINO N inference threads), onnxruntime's idle threads do not spin, and the times are wall-clock
+(``time.perf_counter``), since CPU time would add the threads up. JSON: a list with one object per model and batch,
+``{"model", "batch", "threads", "clock" ("cpu" or "wall"), "isa", "cpu", "sides": {name: {"correct", "error",
+"median_cpu_us", "min_cpu_us", "ratio", "mismatch", "max_abs_err"}}}``.
 """
 
 from __future__ import annotations
@@ -105,6 +108,9 @@ SIDES = (
     "float",
     "floor",
 )
+# Intra-op threads of every side (--threads). With more than one, the ORT sides' idle threads do not spin (a side's
+# spinning pool would take the cores from the side being timed) and times are wall-clock, not process CPU time.
+THREADS = 1
 UNCHECKED = ("floor",)  # sides timed without a correctness check (their outputs are not the model's)
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
@@ -130,9 +136,11 @@ def cpu_name() -> str:
 
 def _options(optimize: bool = True) -> ort.SessionOptions:
     so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
+    so.intra_op_num_threads = THREADS
     so.inter_op_num_threads = 1
     so.log_severity_level = 3
+    if THREADS > 1:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return so
@@ -391,7 +399,7 @@ def _openvino_runner(model: onnx.ModelProto) -> Runner:
         ov_model,
         "CPU",
         {
-            "INFERENCE_NUM_THREADS": 1,
+            "INFERENCE_NUM_THREADS": THREADS,
             "NUM_STREAMS": 1,
             "PERFORMANCE_HINT": "LATENCY",
             "INFERENCE_PRECISION_HINT": "f32",
@@ -574,12 +582,13 @@ def bench_model(path: Path, batches: list[int], samples: int, max_mismatch: floa
                     rec["error"] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"
             entry[name] = rec
         if timed:
-            t0 = time.process_time()
+            clock = time.process_time if THREADS == 1 else time.perf_counter
+            t0 = clock()
             for fn in timed.values():
                 fn()
-            one = (time.process_time() - t0) / len(timed)
+            one = (clock() - t0) / len(timed)
             inner = max(1, int(0.02 / max(one, 1e-6)))
-            runs = [alternating_medians(list(timed.values()), samples, inner, now=time.process_time) for _ in range(3)]
+            runs = [alternating_medians(list(timed.values()), samples, inner, now=clock) for _ in range(3)]
             for i, name in enumerate(timed):
                 meds = [r[i] * 1e6 for r in runs]
                 entry[name]["median_cpu_us"] = float(np.median(meds))
@@ -588,7 +597,9 @@ def bench_model(path: Path, batches: list[int], samples: int, max_mismatch: floa
         for rec in entry.values():
             if rec["median_cpu_us"] is not None and ref_us:
                 rec["ratio"] = rec["median_cpu_us"] / ref_us
-        results.append({"model": str(path), "batch": batch, "isa": ortquant.kernels.active_isa(), "cpu": cpu_name(),
+        results.append({"model": str(path), "batch": batch, "threads": THREADS,
+                        "clock": "cpu" if THREADS == 1 else "wall", "isa": ortquant.kernels.active_isa(),
+                        "cpu": cpu_name(),
                         "reference": source, "lowered": lowered, "macs": layer_macs(model, feeds),
                         "sides": entry})  # fmt: skip
     return results
@@ -670,6 +681,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", type=Path, help="write the results here (a list of objects, one per model and batch)")
     p.add_argument("--samples", type=int, default=7, help="samples per interleaved run (three runs)")
     p.add_argument("--max-mismatch", type=float, default=0.01, help="fraction of output elements allowed off")
+    p.add_argument("--threads", type=int, default=1, help="intra-op threads of every side (default 1); above 1, "
+                   "wall-clock times, idle threads not spinning (the *_cpu_us fields hold wall time)")  # fmt: skip
     p.add_argument("--summary", metavar="CPU", help="print only the summary table of the --json file (or of the JSON "
                    "files given as arguments: the median of each side over them), CPU named")  # fmt: skip
     args = p.parse_args(argv)
@@ -688,8 +701,13 @@ def main(argv: list[str]) -> int:
     if args.quick:
         args.batch, args.samples = "1", 1
     batches = [int(b) for b in args.batch.split(",") if b]
+    if args.threads < 1:
+        p.error("--threads must be at least 1")
+    global THREADS
+    THREADS = args.threads
+    how = "1 thread, CPU time" if THREADS == 1 else f"{THREADS} threads (no spinning), wall time"
     print(f"ortquant {ortquant.__version__}, onnxruntime {ort.__version__}, isa {ortquant.kernels.active_isa()}, "
-          f"CPU {cpu_name()}, 1 thread, CPU time", flush=True)  # fmt: skip
+          f"CPU {cpu_name()}, {how}", flush=True)  # fmt: skip
     results: list[dict[str, Any]] = []
     for path in args.models:
         try:

@@ -823,6 +823,12 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
   if (out.table != nullptr) map_codes(out.table, out.codes + at, channels * rows * width, out.table_small);
 }
 
+bool QConv::image_tasks(const Shape& xs) const {
+  const Shape os = output_shape(xs);
+  return checked_mul(checked_mul(m_, cg_), checked_mul(checked_mul(a_.kh, a_.kw), checked_mul(os[2], os[3]))) >=
+         kImageTaskMacs;
+}
+
 void QConv::emit_channels(const gemm::Parallel& par, const Out& out, int64_t at, int64_t plane, const int32_t* acc,
                           int64_t stride, int64_t j0, int64_t channels, int64_t rows, int64_t width,
                           const int32_t* tsum) const {
@@ -869,8 +875,7 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   out.plane = os[2] * os[3];
   if (out.codes != nullptr && (out.quant == nullptr || out.quant->wide))
     throw Error("QConv::run: output codes need an int8 quantizer (9 to 24 bits have no int8 codes)");
-  if (xs[0] > 1 && checked_mul(checked_mul(m_, cg_), checked_mul(checked_mul(a_.kh, a_.kw), out.plane)) >=
-                       kImageTaskMacs) {
+  if (xs[0] > 1 && image_tasks(xs)) {
     // A batch: the images are the parallel units, each run whole on one thread (its quad planes, GEMM and rescale
     // one after the other in that thread's caches), instead of every image's three steps each split over the pool.
     const int64_t in_img = checked_mul(checked_mul(xs[1], xs[2]), xs[3]), out_img = checked_mul(m_, out.plane);

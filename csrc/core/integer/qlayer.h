@@ -251,6 +251,10 @@ class QConv {
   bool uses_xnor() const { return xnor_.has_value(); }
   int bit_planes() const { return planes_; }
 
+  // Whether a batch of inputs of shape xs runs its images as the thread pool's tasks (run() does so for such a batch;
+  // a caller that handles the images one by one can too): each image takes at least 2^20 multiply-adds.
+  bool image_tasks(const Shape& xs) const;
+
  private:
   conv::ConvAttrs a_;  // as given (pads of the float convolution)
   // offset != 0 and padded (but not a depthwise layer, see needs_explicit_pad): the codes are padded here with

@@ -247,34 +247,45 @@ class QConvKernel : public OpKernel {
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
     const int64_t conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
+    // A batch of images that are worth a task each (QConv::image_tasks): the images are the pool's tasks, each
+    // convolved single-threaded and pooled / shuffled / added to in its thread's buffers.
+    const bool by_image = cs[0] > 1 && conv_->image_tasks(xs1);
+    const gemm::Parallel inline_par(&gemm::run_inline);
+    const gemm::Parallel& conv_par = by_image ? inline_par : par;
+    const auto images = [&](const auto& image) {
+      if (by_image) return par(static_cast<size_t>(cs[0]), [&](size_t b) { image(static_cast<int64_t>(b)); });
+      for (int64_t b = 0; b < cs[0]; ++b) image(b);
+    };
+    const auto sized = [](auto& v, int64_t n) {
+      if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+      return v.data();
+    };
     if (pool && codes_out && !r && cs[2] * cs[3] >= kPoolCodesPlane) {
-      thread_local std::vector<int8_t> t_conv_codes;
-      if (t_conv_codes.size() < static_cast<size_t>(conv_each)) t_conv_codes.resize(static_cast<size_t>(conv_each));
-      for (int64_t b = 0; b < cs[0]; ++b) {
+      images([&](int64_t b) {
+        thread_local std::vector<int8_t> t_conv_codes;
+        int8_t* conv_codes = sized(t_conv_codes, conv_each);
         int8_t* yb = yc + b * out_each;
-        conv_->run(input_of(b), xs1, {nullptr, t_conv_codes.data(), &*out_q_}, par);
-        integer::max_pool_windows(t_conv_codes.data(), cs[1], cs[2], cs[3], ph_, pw_, yb);
+        conv_->run(input_of(b), xs1, {nullptr, conv_codes, &*out_q_}, conv_par);
+        integer::max_pool_windows(conv_codes, cs[1], cs[2], cs[3], ph_, pw_, yb);
         if (has_table_) integer::map_codes(table_.data(), yb, out_each, table_small_);
-      }
+      });
       return;
     }
     const bool staged = pool || d2s;
-    if (staged && t_conv.size() < static_cast<size_t>(conv_each)) t_conv.resize(static_cast<size_t>(conv_each));
-    if (codes_out && t_image.size() < static_cast<size_t>(out_each)) t_image.resize(static_cast<size_t>(out_each));
-    if (r_codes && t_resid.size() < static_cast<size_t>(out_each)) t_resid.resize(static_cast<size_t>(out_each));
-    for (int64_t b = 0; b < cs[0]; ++b) {
-      float* yb = codes_out ? t_image.data() : y + b * out_each;
-      conv_->run(input_of(b), xs1, {staged ? t_conv.data() : yb, nullptr, nullptr}, par);
-      if (pool) integer::max_pool_windows(t_conv.data(), cs[1], cs[2], cs[3], ph_, pw_, yb);
-      if (d2s) integer::depth_to_space(t_conv.data(), cs[1], cs[2], cs[3], bs_, crd_, yb);
-      if (r_codes) integer::dequantize_codes(*r_q_, r->as<int8_t>() + b * out_each, t_resid.data(), out_each);
-      if (r) integer::add_residual(yb, r_codes ? t_resid.data() : r->as<float>() + b * out_each, out_each, relu_);
+    images([&](int64_t b) {
+      float* conv = staged ? sized(t_conv, conv_each) : nullptr;
+      float* yb = codes_out ? sized(t_image, out_each) : y + b * out_each;
+      float* resid = r_codes ? sized(t_resid, out_each) : nullptr;
+      conv_->run(input_of(b), xs1, {staged ? conv : yb, nullptr, nullptr}, conv_par);
+      if (pool) integer::max_pool_windows(conv, cs[1], cs[2], cs[3], ph_, pw_, yb);
+      if (d2s) integer::depth_to_space(conv, cs[1], cs[2], cs[3], bs_, crd_, yb);
+      if (r_codes) integer::dequantize_codes(*r_q_, r->as<int8_t>() + b * out_each, resid, out_each);
+      if (r) integer::add_residual(yb, r_codes ? resid : r->as<float>() + b * out_each, out_each, relu_);
       if (codes_out) integer::quantize_codes(*out_q_, yb, yc + b * out_each, out_each);
       if (codes_out && has_table_) integer::map_codes(table_.data(), yc + b * out_each, out_each, table_small_);
-    }
+    });
   }
 
- private:
   static constexpr int64_t kMaxPool = 1 << 16, kMaxBlock = 1 << 8, kPoolCodesPlane = 256;
   std::optional<integer::QConv> conv_;
   int64_t ph_ = 1, pw_ = 1;  // the fused max pool's window (= strides); 1 x 1: none

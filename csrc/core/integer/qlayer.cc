@@ -32,9 +32,9 @@ constexpr int64_t kBandAccBytes = 128 << 10, kBandMinBytes = 1 << 20;
 // rescale_codes: channels of fewer values than this (a small image's planes) take the exact formula for all channels
 // at once instead of the vector loop channel by channel.
 constexpr int64_t kSmallPlane = 64;
-// QConv::run: a batch whose images take at least this many multiply-adds each runs its images as the parallel units
-// (below it, a call per image costs more than the thread pool gains: mixed_bits at batch 8, one thread, 1.05x).
-constexpr int64_t kImageTaskMacs = int64_t{1} << 20;
+// QConv::batch_tasks: a batch is split into ranges of images of at least this many multiply-adds each (a range is
+// one call of the layer's whole path: below it, the calls cost more than a second thread gains).
+constexpr int64_t kBatchTaskMacs = int64_t{1} << 20;
 // QConv::emit_channels: a task rescales at least this many sums (a smaller output is one task: a task costs about
 // what rescaling a few hundred sums does).
 constexpr int64_t kEmitTaskValues = int64_t{1} << 15;
@@ -823,10 +823,13 @@ void QConv::emit(const Out& out, int64_t at, const int32_t* acc, int64_t stride,
   if (out.table != nullptr) map_codes(out.table, out.codes + at, channels * rows * width, out.table_small);
 }
 
-bool QConv::image_tasks(const Shape& xs) const {
+int64_t QConv::batch_tasks(const Shape& xs) const {
+  if (xs.size() != 4 || xs[0] <= 1) return 1;
   const Shape os = output_shape(xs);
-  return checked_mul(checked_mul(m_, cg_), checked_mul(checked_mul(a_.kh, a_.kw), checked_mul(os[2], os[3]))) >=
-         kImageTaskMacs;
+  const int64_t per_image =
+      checked_mul(checked_mul(m_, cg_), checked_mul(checked_mul(a_.kh, a_.kw), checked_mul(os[2], os[3])));
+  const int64_t tasks = checked_mul(xs[0], per_image) / kBatchTaskMacs;
+  return std::clamp<int64_t>(tasks, 1, std::min<int64_t>(xs[0], 64));
 }
 
 void QConv::emit_channels(const gemm::Parallel& par, const Out& out, int64_t at, int64_t plane, const int32_t* acc,
@@ -875,25 +878,32 @@ void QConv::run(In in, const Shape& xs, Out out, const gemm::Parallel& par, gemm
   out.plane = os[2] * os[3];
   if (out.codes != nullptr && (out.quant == nullptr || out.quant->wide))
     throw Error("QConv::run: output codes need an int8 quantizer (9 to 24 bits have no int8 codes)");
-  if (xs[0] > 1 && image_tasks(xs)) {
-    // A batch: the images are the parallel units, each run whole on one thread (its quad planes, GEMM and rescale
-    // one after the other in that thread's caches), instead of every image's three steps each split over the pool.
+  const int64_t tasks = batch_tasks(xs);
+  if (tasks > 1) {
+    // A batch: ranges of images are the parallel units, each run whole on one thread (its quad planes, GEMM and
+    // rescale one after the other in that thread's caches), instead of every image's steps each split over the pool.
+    const int64_t n = xs[0];
     const int64_t in_img = checked_mul(checked_mul(xs[1], xs[2]), xs[3]), out_img = checked_mul(m_, out.plane);
     const gemm::Parallel inline_par(&gemm::run_inline);
-    parallel_ranges(par, xs[0], 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
-        In bi = in;
-        if (bi.x != nullptr) bi.x += b * in_img;
-        if (bi.codes != nullptr) bi.codes += b * in_img;
-        Out bo = out;
-        if (bo.y != nullptr) bo.y += b * out_img;
-        if (bo.codes != nullptr) bo.codes += b * out_img;
-        if (bo.resid != nullptr) bo.resid += b * out_img;
-        run(bi, Shape{1, xs[1], xs[2], xs[3]}, bo, inline_par, kernel);
-      }
+    par(static_cast<size_t>(tasks), [&](size_t t) {
+      const int64_t b0 = n * static_cast<int64_t>(t) / tasks, b1 = n * static_cast<int64_t>(t + 1) / tasks;
+      In bi = in;
+      if (bi.x != nullptr) bi.x += b0 * in_img;
+      if (bi.codes != nullptr) bi.codes += b0 * in_img;
+      Out bo = out;
+      if (bo.y != nullptr) bo.y += b0 * out_img;
+      if (bo.codes != nullptr) bo.codes += b0 * out_img;
+      if (bo.resid != nullptr) bo.resid += b0 * out_img;
+      const Shape bs = {b1 - b0, xs[1], xs[2], xs[3]};
+      run_images(bi, bs, output_shape(bs), bo, inline_par, kernel);
     });
     return;
   }
+  run_images(in, xs, os, out, par, kernel);
+}
+
+void QConv::run_images(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
+                       gemm::Kernel kernel) const {
   if (in.codes != nullptr && act_.wide)
     throw Error("a 9- to 24-bit activation quantizer has no int8 codes: give the layer float32 values");
   const bool bits = in.x != nullptr && xnor_ && kernel == gemm::Kernel::kAuto;

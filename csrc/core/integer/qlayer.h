@@ -251,9 +251,10 @@ class QConv {
   bool uses_xnor() const { return xnor_.has_value(); }
   int bit_planes() const { return planes_; }
 
-  // Whether a batch of inputs of shape xs runs its images as the thread pool's tasks (run() does so for such a batch;
-  // a caller that handles the images one by one can too): each image takes at least 2^20 multiply-adds.
-  bool image_tasks(const Shape& xs) const;
+  // How many ranges of images run() splits a batch of inputs of shape xs into, one thread-pool task each (every range
+  // at least 2^20 multiply-adds; 1: no split, the images' steps are split over the pool instead). A caller that
+  // handles the images itself (a fused pool) can split them the same way.
+  int64_t batch_tasks(const Shape& xs) const;
 
  private:
   conv::ConvAttrs a_;  // as given (pads of the float convolution)
@@ -286,6 +287,9 @@ class QConv {
   std::vector<int32_t> shift_;  // w_shift (empty: none)
   void run_planes(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
   void run_xnor(const float* x, const Shape& xs, const Shape& os, float* out, const gemm::Parallel& par) const;
+  // run() on a batch it does not split: every path but the batch split.
+  void run_images(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
+                  gemm::Kernel kernel) const;
   void run_engine(In in, const Shape& xs, const Shape& os, Out out, const gemm::Parallel& par,
                   gemm::Kernel kernel) const;
   void run_small_k(const int8_t* codes, const Shape& xs, Out out, const gemm::Parallel& par,

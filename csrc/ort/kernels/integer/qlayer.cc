@@ -247,13 +247,18 @@ class QConvKernel : public OpKernel {
     const Shape xs1 = {1, x.shape[1], x.shape[2], x.shape[3]};
     const int64_t conv_each = shape_size({1, cs[1], cs[2], cs[3]});
     const int64_t out_each = shape_size({1, os[1], os[2], os[3]});
-    // A batch of images that are worth a task each (QConv::image_tasks): the images are the pool's tasks, each
+    // A batch split as QConv::run splits one (QConv::batch_tasks): ranges of images are the pool's tasks, each image
     // convolved single-threaded and pooled / shuffled / added to in its thread's buffers.
-    const bool by_image = cs[0] > 1 && conv_->image_tasks(xs1);
+    const int64_t tasks = conv_->batch_tasks(x.shape);
     const gemm::Parallel inline_par(&gemm::run_inline);
-    const gemm::Parallel& conv_par = by_image ? inline_par : par;
+    const gemm::Parallel& conv_par = tasks > 1 ? inline_par : par;
     const auto images = [&](const auto& image) {
-      if (by_image) return par(static_cast<size_t>(cs[0]), [&](size_t b) { image(static_cast<int64_t>(b)); });
+      if (tasks > 1)
+        return par(static_cast<size_t>(tasks), [&](size_t t) {
+          const int64_t n = cs[0];
+          const int64_t b0 = n * static_cast<int64_t>(t) / tasks, b1 = n * static_cast<int64_t>(t + 1) / tasks;
+          for (int64_t b = b0; b < b1; ++b) image(b);
+        });
       for (int64_t b = 0; b < cs[0]; ++b) image(b);
     };
     const auto sized = [](auto& v, int64_t n) {

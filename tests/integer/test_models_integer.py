@@ -133,9 +133,9 @@ ONLY_FLOAT_EXACT = {"int8_resblock": (2, 3), "attn_w8a8": (3, 5)}
 @pytest.mark.parametrize("name", ["cnn4c2f_w4a4", "resnet_mini_w6a6", "cnn_w4a4", "mixed_bits"])
 def test_stored_inputs_and_threads(name: str) -> None:
     """The stored batch-4 input: one, two and three intra-op threads give the same bits in integer mode (a batch is
-    split into ranges of images of at least 2^20 multiply-adds, one task each: single images in the large layers,
-    pairs in mixed_bits' second layer; three threads take four tasks unevenly; the residual block, the fused max
-    pools and the codes between layers too), with and without spinning threads."""
+    split into ranges of images of at least 2^22 multiply-adds, one task each: single images in cnn4c2f's large
+    layers, pairs in resnet_mini's and cnn_w4a4's, none in mixed_bits'; three threads take four tasks unevenly; the
+    residual block, the fused max pools and the codes between layers too), with and without spinning threads."""
     model = onnx.load(str(MODELS / f"{name}.onnx"))
     x = np.load(MODELS / f"{name}.npz")["input_b4"]
     outs = []

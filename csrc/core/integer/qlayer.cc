@@ -33,8 +33,10 @@ constexpr int64_t kBandAccBytes = 128 << 10, kBandMinBytes = 1 << 20;
 // at once instead of the vector loop channel by channel.
 constexpr int64_t kSmallPlane = 64;
 // QConv::batch_tasks: a batch is split into ranges of images of at least this many multiply-adds each (a range is
-// one call of the layer's whole path: below it, the calls cost more than a second thread gains).
-constexpr int64_t kBatchTaskMacs = int64_t{1} << 20;
+// one call of the layer's whole path, about 40 us of work on an AVX2 core). Waking a pool thread that does not spin
+// costs tens of microseconds on the VMs measured: mixed_bits at batch 8 on two such threads took 15-35 % longer
+// with ranges of 2^20-2^21 multiply-adds than unsplit, and a call per image cost 1-3 % on one thread.
+constexpr int64_t kBatchTaskMacs = int64_t{1} << 22;
 // QConv::emit_channels: a task rescales at least this many sums (a smaller output is one task: a task costs about
 // what rescaling a few hundred sums does).
 constexpr int64_t kEmitTaskValues = int64_t{1} << 15;

@@ -252,7 +252,7 @@ class QConv {
   int bit_planes() const { return planes_; }
 
   // How many ranges of images run() splits a batch of inputs of shape xs into, one thread-pool task each (every range
-  // at least 2^20 multiply-adds; 1: no split, the images' steps are split over the pool instead). A caller that
+  // at least 2^22 multiply-adds; 1: no split, the images' steps are split over the pool instead). A caller that
   // handles the images itself (a fused pool) can split them the same way.
   int64_t batch_tasks(const Shape& xs) const;
 

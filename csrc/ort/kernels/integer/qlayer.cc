@@ -291,6 +291,7 @@ class QConvKernel : public OpKernel {
     });
   }
 
+ private:
   static constexpr int64_t kMaxPool = 1 << 16, kMaxBlock = 1 << 8, kPoolCodesPlane = 256;
   std::optional<integer::QConv> conv_;
   int64_t ph_ = 1, pw_ = 1;  // the fused max pool's window (= strides); 1 x 1: none

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -294,3 +296,24 @@ def test_prepare_batch_makes_a_fixed_batch_model_take_any_batch(tmp_path):
     rows = np.concatenate([sess.run(None, {inp.name: x[i : i + 1]})[0] for i in range(8)])
     np.testing.assert_array_equal(whole, rows)
     assert main(["prepare", str(src), str(tmp_path / "bad.onnx"), "--batch", "zero"]) == 2
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+def test_prepare_writes_a_file_others_can_read_as_a_new_file_would_be(tmp_path):
+    """The model goes through a private temporary file (mode 0600); the written one has a new file's mode (0666
+    less the umask), or the mode of the file it replaces, so a server running as another user can read it."""
+    path = _default_domain_quant(tmp_path)
+    out = tmp_path / "prepared.onnx"
+    old = os.umask(0o022)
+    try:
+        assert main(["prepare", str(path), str(out)]) == 0
+        assert stat.S_IMODE(out.stat().st_mode) == 0o644
+        os.umask(0o027)
+        other = tmp_path / "other.onnx"
+        assert main(["prepare", str(path), str(other)]) == 0
+        assert stat.S_IMODE(other.stat().st_mode) == 0o640
+        out.chmod(0o604)
+        assert main(["prepare", str(path), str(out)]) == 0  # replacing a file keeps its mode
+        assert stat.S_IMODE(out.stat().st_mode) == 0o604
+    finally:
+        os.umask(old)

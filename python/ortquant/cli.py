@@ -579,6 +579,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write {out}: {e.strerror or e}") from e
     os.close(fd)
     tmp = Path(tmp_name)
+    _give_mode_of_a_new_file(tmp, out)
     data = folder / (out.name + ".data")
     try:
         if external:
@@ -611,6 +612,21 @@ def cmd_prepare(args: argparse.Namespace) -> int:
             "entry session.disable_prepacking=1 (docs/ops.md, exact=True)"
         )
     return 0
+
+
+def _give_mode_of_a_new_file(tmp: Path, out: Path) -> None:
+    """Give tmp the permissions `out` gets when renamed over: those of the file it replaces, else a new file's
+    (0o666 less the umask). mkstemp makes its file 0o600, which a server running as another user cannot read."""
+    try:
+        mode = out.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0o022)  # reading the umask means setting it; put it back at once (the CLI is one thread)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    try:
+        os.chmod(tmp, mode)
+    except OSError:
+        pass  # a file system without modes: the file keeps what it has
 
 
 class _Progress:

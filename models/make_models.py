@@ -9,6 +9,9 @@ This script is the only place that needs torch and Brevitas; the tests and the d
     /work/brevitas-venv/bin/python models/make_models.py            # all models
     /work/brevitas-venv/bin/python models/make_models.py cnn_w4a4   # just one
 
+It also writes ``models/as_exported/<name>.onnx`` for the AS_EXPORTED models: the file as ``export_qonnx`` wrote it,
+without the cleanup, and an npz in the real-world corpus' format.
+
 (``torch==2.13.0`` exactly: a plain ``torch`` pulls a multi-GB CUDA build.)
 
 For every model it writes ``models/<name>.onnx`` (Brevitas ``export_qonnx``, dynamic batch dimension, then
@@ -52,12 +55,17 @@ from brevitas.graph.calibrate import calibration_mode  # noqa: E402
 from brevitas.quant import (  # noqa: E402
     Fp8e4m3OCPActPerTensorFloat,
     Fp8e4m3OCPWeightPerChannelFloat,
+    Int8ActPerTensorFixedPoint,
     Int8ActPerTensorFloat,
     Int8WeightPerChannelFloat,
+    Int8WeightPerTensorFixedPoint,
     Int8WeightPerTensorFloat,
+    Int16Bias,
+    Int32Bias,
     SignedBinaryActPerTensorConst,
     SignedBinaryWeightPerTensorConst,
     TruncTo8bit,
+    Uint8ActPerTensorFixedPoint,
     Uint8ActPerTensorFloat,
 )
 from brevitas.quant.shifted_scaled_int import ShiftedUint8ActPerTensorFloat, ShiftedUint8WeightPerChannelFloat  # noqa: E402
@@ -394,6 +402,140 @@ SPECS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool]] = {
 }
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# models/as_exported/: the files as export_qonnx writes them (no cleanup), with layer kinds the models above lack
+
+
+class Conv1dW4A4(nn.Module):
+    """4x32 -> 5: QuantConv1d(4 -> 16, k3, pad 1) + BatchNorm1d + 4-bit ReLU, a grouped strided QuantConv1d (16 ->
+    16, k5, stride 2, groups 2, bias) + 3-bit ReLU, a 6-bit Linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.c1 = qnn.QuantConv1d(4, 16, 3, padding=1, weight_bit_width=4, bias=False)
+        self.bn1 = nn.BatchNorm1d(16)
+        self.r1 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.c2 = qnn.QuantConv1d(16, 16, 5, stride=2, groups=2, weight_bit_width=4, bias=True)
+        self.r2 = qnn.QuantReLU(bit_width=3, return_quant_tensor=True)
+        self.fc = qnn.QuantLinear(16 * 14, 5, weight_bit_width=6, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.r1(self.bn1(self.c1(self.inp(x))))
+        x = self.r2(self.c2(x))
+        return self.fc(torch.flatten(x, 1))
+
+
+class ConvTransposeW4A4(nn.Module):
+    """3x8x8 -> 2x16x16: QuantConv2d + 4-bit ReLU, QuantConvTranspose2d (k2, stride 2, bias) + 4-bit ReLU, an 8-bit
+    1x1 QuantConv2d with bias (float output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.c1 = qnn.QuantConv2d(3, 8, 3, padding=1, weight_bit_width=4, bias=True)
+        self.r1 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.up = qnn.QuantConvTranspose2d(8, 8, 2, stride=2, weight_bit_width=4, bias=True)
+        self.r2 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.c3 = qnn.QuantConv2d(8, 2, 1, weight_bit_width=8, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c3(self.r2(self.up(self.r1(self.c1(self.inp(x))))))
+
+
+class DepthwiseHardTanhW4A4(nn.Module):
+    """8x8x8 -> 4: a depthwise QuantConv2d (groups 8) + BatchNorm + 4-bit signed QuantHardTanh(-1, 1), a pointwise
+    QuantConv2d + 4-bit ReLU, MaxPool(2), a 4-bit Linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.dw = qnn.QuantConv2d(8, 8, 3, padding=1, groups=8, weight_bit_width=4, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.ht = qnn.QuantHardTanh(bit_width=4, max_val=1.0, min_val=-1.0, return_quant_tensor=True)
+        self.pw = qnn.QuantConv2d(8, 16, 1, weight_bit_width=4, bias=False)
+        self.r = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = qnn.QuantLinear(16 * 4 * 4, 4, weight_bit_width=4, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.ht(self.bn(self.dw(self.inp(x))))
+        x = self.pool(self.r(self.pw(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
+class Int32BiasMlpW8A8(nn.Module):
+    """20 -> 3: three 8-bit Linear layers whose biases are quantized too (Int32Bias, Int16Bias: the bias scale is
+    the input scale times the weight scale, computed in the graph), 8- and 4-bit ReLUs between them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.l1 = qnn.QuantLinear(20, 32, weight_bit_width=8, bias=True, bias_quant=Int32Bias)
+        self.r1 = qnn.QuantReLU(bit_width=8, return_quant_tensor=True)
+        self.l2 = qnn.QuantLinear(32, 16, weight_bit_width=8, bias=True, bias_quant=Int16Bias)
+        self.r2 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.l3 = qnn.QuantLinear(16, 3, weight_bit_width=8, bias=True, bias_quant=Int32Bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.l3(self.r2(self.l2(self.r1(self.l1(self.inp(x))))))
+
+
+class FixedPointCnnW8A8(nn.Module):
+    """3x12x12 -> 10 with power-of-two scales throughout (Brevitas' FixedPoint quantizers, as FINN users set them):
+    two 3x3 QuantConv2d + 8-bit unsigned ReLU, TruncAdaptiveAvgPool2d to 1x1, an 8-bit Linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        w8 = {"weight_quant": Int8WeightPerTensorFixedPoint, "bias": False}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFixedPoint, return_quant_tensor=True)
+        self.c1 = qnn.QuantConv2d(3, 16, 3, **w8)
+        self.r1 = qnn.QuantReLU(act_quant=Uint8ActPerTensorFixedPoint, return_quant_tensor=True)
+        self.c2 = qnn.QuantConv2d(16, 16, 3, **w8)
+        self.r2 = qnn.QuantReLU(act_quant=Uint8ActPerTensorFixedPoint, return_quant_tensor=True)
+        self.gap = qnn.TruncAdaptiveAvgPool2d(output_size=1, return_quant_tensor=True)
+        self.fc = qnn.QuantLinear(16, 10, **w8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.gap(self.r2(self.c2(self.r1(self.c1(self.inp(x))))))
+        return self.fc(torch.flatten(x, 1))
+
+
+class ResidualConcatW6A6(nn.Module):
+    """3x8x8 -> 4x4x4: a 6-bit conv block a, a second conv quantized to 6 bits signed, QuantEltwiseAdd(a, b) + 6-bit
+    ReLU, the concatenation of that sum with a along the channels (two grids of different scales), a strided
+    QuantConv2d with bias on it (float output)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        w6 = {"weight_bit_width": 6}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.c1 = qnn.QuantConv2d(3, 8, 3, padding=1, bias=False, **w6)
+        self.r1 = qnn.QuantReLU(bit_width=6, return_quant_tensor=True)
+        self.c2 = qnn.QuantConv2d(8, 8, 3, padding=1, bias=False, **w6)
+        self.q2 = qnn.QuantIdentity(bit_width=6, return_quant_tensor=True)
+        self.add = qnn.QuantEltwiseAdd(return_quant_tensor=True)
+        self.r2 = qnn.QuantReLU(bit_width=6, return_quant_tensor=True)
+        self.c3 = qnn.QuantConv2d(16, 4, 3, stride=2, padding=1, bias=True, **w6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.r1(self.c1(self.inp(x)))
+        y = self.r2(self.add(a, self.q2(self.c2(a))))
+        # QuantTensors when exported; plain tensors in calibration mode
+        return self.c3(torch.cat([getattr(y, "value", y), getattr(a, "value", a)], dim=1))
+
+
+# name: (constructor, per-sample input shape); written to models/as_exported/ without qonnx's cleanup
+AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
+    "conv1d_w4a4": (Conv1dW4A4, (4, 32)),
+    "convtranspose_w4a4": (ConvTransposeW4A4, (3, 8, 8)),
+    "depthwise_hardtanh_w4a4": (DepthwiseHardTanhW4A4, (8, 8, 8)),
+    "int32_bias_mlp_w8a8": (Int32BiasMlpW8A8, (20,)),
+    "fixed_point_cnn_w8a8": (FixedPointCnnW8A8, (3, 12, 12)),
+    "residual_concat_w6a6": (ResidualConcatW6A6, (3, 8, 8)),
+}
+
+
 def _strip_metadata(proto: onnx.ModelProto) -> None:
     """Drop the exporter's metadata (stack traces with local paths, torch.export bookkeeping) and doc strings."""
     del proto.metadata_props[:]
@@ -404,9 +546,8 @@ def _strip_metadata(proto: onnx.ModelProto) -> None:
         item.ClearField("doc_string")
 
 
-def export(name: str, seed: int) -> onnx.ModelProto:
-    """Build, calibrate and export one model; return the cleaned QONNX model (dynamic batch, IR 10)."""
-    ctor, shape, binary = SPECS[name]
+def _export_raw(ctor: Callable[[], nn.Module], shape: tuple[int, ...], binary: bool, seed: int) -> onnx.ModelProto:
+    """Build, calibrate and export one model with export_qonnx (dynamic batch); the file as written, loaded."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = ctor()
@@ -416,9 +557,15 @@ def export(name: str, seed: int) -> onnx.ModelProto:
     example = torch.randn((2, *shape), generator=gen)
     batch = torch.export.Dim("batch", min=1, max=1024)
     with tempfile.TemporaryDirectory() as tmp:  # the exporter may also write external data next to the file
-        raw = str(Path(tmp) / f"{name}.onnx")
+        raw = str(Path(tmp) / "model.onnx")
         export_qonnx(model, example, export_path=raw, dynamic_shapes={"x": {0: batch}})
-        wrapped = cleanup(ModelWrapper(raw))
+        return onnx.load(raw)
+
+
+def export(name: str, seed: int) -> onnx.ModelProto:
+    """Build, calibrate and export one model; return the cleaned QONNX model (dynamic batch, IR 10)."""
+    ctor, shape, binary = SPECS[name]
+    wrapped = cleanup(ModelWrapper(_export_raw(ctor, shape, binary, seed)))
     proto = wrapped.model
     proto.ir_version = IR_VERSION
     proto.producer_name = "ortquant models/make_models.py"
@@ -470,16 +617,43 @@ def make(name: str, seed: int) -> None:
     print(f"{name}: {size} bytes, ops {ops}, output_b1 {arrays['output_b1'].ravel()[:4]}")
 
 
+def make_as_exported(name: str, seed: int) -> None:
+    """Export one AS_EXPORTED model and store the file as export_qonnx wrote it (only its metadata and doc strings,
+    which hold local paths, dropped) in models/as_exported/, with one input batch of 4 and the output of qonnx on the
+    model's cleaned copy (qonnx's executor wants the cleanup; it does not change what the graph computes). The npz
+    keys are those of the real-world corpus (``in:<input>``, ``out:<output>``), so its test worker reads both."""
+    ctor, shape = AS_EXPORTED[name]
+    proto = _export_raw(ctor, shape, False, seed)
+    _strip_metadata(proto)
+    assert proto.ir_version == IR_VERSION, proto.ir_version  # the exporter's own IR version, not set here
+    folder = HERE / "as_exported"
+    folder.mkdir(exist_ok=True)
+    onnx.save(proto, str(folder / f"{name}.onnx"))
+    cleaned = cleanup(ModelWrapper(proto.SerializeToString())).model
+    cleaned.ir_version = IR_VERSION
+    x = np.random.default_rng(seed).standard_normal((4, *shape)).astype(np.float32)
+    y = qonnx_reference(cleaned, x)
+    np.savez_compressed(
+        folder / f"{name}.npz", **{f"in:{proto.graph.input[0].name}": x, f"out:{proto.graph.output[0].name}": y}
+    )
+    ops = sorted({(n.domain or "ai.onnx", n.op_type) for n in proto.graph.node})
+    size = (folder / f"{name}.onnx").stat().st_size
+    print(f"as_exported/{name}: {size} bytes, ops {ops}, output {y.ravel()[:4]}")
+
+
 def main(argv: list[str]) -> None:
     """Make the models named on the command line (all when none)."""
     print(
         f"torch {torch.__version__}, brevitas {brevitas.__version__}, qonnx {QONNX_VERSION}, "
         f"onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}"
     )
-    names = argv or list(SPECS)
+    names = argv or [*SPECS, *AS_EXPORTED]
     for i, name in enumerate(SPECS):
         if name in names:
             make(name, seed=1000 + i)
+    for i, name in enumerate(AS_EXPORTED):
+        if name in names:
+            make_as_exported(name, seed=2000 + i)
 
 
 if __name__ == "__main__":

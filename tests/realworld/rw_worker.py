@@ -69,9 +69,15 @@ def _local_qonnx(path: str, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
     try:
         from qonnx.core.modelwrapper import ModelWrapper
         from qonnx.core.onnx_exec import execute_onnx
+        from qonnx.transformation.change_batchsize import ChangeBatchSize
         from qonnx.transformation.infer_shapes import InferShapes
 
         mw = ModelWrapper(path)
+        first = mw.graph.input[0]
+        dims = first.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value") and first.name in feeds:
+            # a symbolic batch (Brevitas' dynamic exports): qonnx's executor wants the feed's own
+            mw = mw.transform(ChangeBatchSize(int(feeds[first.name].shape[0])))
         try:
             mw = mw.transform(InferShapes())
         except Exception:

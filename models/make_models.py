@@ -525,14 +525,18 @@ class ResidualConcatW6A6(nn.Module):
         return self.c3(torch.cat([getattr(y, "value", y), getattr(a, "value", a)], dim=1))
 
 
-# name: (constructor, per-sample input shape); written to models/as_exported/ without qonnx's cleanup
-AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...]]] = {
-    "conv1d_w4a4": (Conv1dW4A4, (4, 32)),
-    "convtranspose_w4a4": (ConvTransposeW4A4, (3, 8, 8)),
-    "depthwise_hardtanh_w4a4": (DepthwiseHardTanhW4A4, (8, 8, 8)),
-    "int32_bias_mlp_w8a8": (Int32BiasMlpW8A8, (20,)),
-    "fixed_point_cnn_w8a8": (FixedPointCnnW8A8, (3, 12, 12)),
-    "residual_concat_w6a6": (ResidualConcatW6A6, (3, 8, 8)),
+# name: (constructor, per-sample input shape, binary BN statistics, torch's dynamo exporter or else TorchScript);
+# written to models/as_exported/ without qonnx's cleanup
+AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool, bool]] = {
+    "conv1d_w4a4": (Conv1dW4A4, (4, 32), False, True),
+    "convtranspose_w4a4": (ConvTransposeW4A4, (3, 8, 8), False, True),
+    "depthwise_hardtanh_w4a4": (DepthwiseHardTanhW4A4, (8, 8, 8), False, True),
+    "int32_bias_mlp_w8a8": (Int32BiasMlpW8A8, (20,), False, True),
+    "fixed_point_cnn_w8a8": (FixedPointCnnW8A8, (3, 12, 12), False, True),
+    "residual_concat_w6a6": (ResidualConcatW6A6, (3, 8, 8), False, True),
+    # FINN's TFC-w1a1 through the TorchScript exporter (export_qonnx(..., dynamo=False), opset 13, batch 1), the
+    # form of FINN's tutorials: Linear layers become Transpose + MatMul, each followed by BatchNormalization
+    "tfc_w1a1_torchscript": (TfcW1A1, (1, 28, 28), True, False),
 }
 
 
@@ -546,8 +550,11 @@ def _strip_metadata(proto: onnx.ModelProto) -> None:
         item.ClearField("doc_string")
 
 
-def _export_raw(ctor: Callable[[], nn.Module], shape: tuple[int, ...], binary: bool, seed: int) -> onnx.ModelProto:
-    """Build, calibrate and export one model with export_qonnx (dynamic batch); the file as written, loaded."""
+def _export_raw(
+    ctor: Callable[[], nn.Module], shape: tuple[int, ...], binary: bool, seed: int, dynamo: bool = True
+) -> onnx.ModelProto:
+    """Build, calibrate and export one model with export_qonnx (torch's dynamo exporter with a dynamic batch, or
+    its TorchScript exporter at opset 13 with batch 1); the file as written, loaded."""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = ctor()
@@ -558,7 +565,10 @@ def _export_raw(ctor: Callable[[], nn.Module], shape: tuple[int, ...], binary: b
     batch = torch.export.Dim("batch", min=1, max=1024)
     with tempfile.TemporaryDirectory() as tmp:  # the exporter may also write external data next to the file
         raw = str(Path(tmp) / "model.onnx")
-        export_qonnx(model, example, export_path=raw, dynamic_shapes={"x": {0: batch}})
+        if dynamo:
+            export_qonnx(model, example, export_path=raw, dynamic_shapes={"x": {0: batch}})
+        else:
+            export_qonnx(model, example[:1], export_path=raw, dynamo=False, opset_version=13)
         return onnx.load(raw)
 
 
@@ -619,19 +629,20 @@ def make(name: str, seed: int) -> None:
 
 def make_as_exported(name: str, seed: int) -> None:
     """Export one AS_EXPORTED model and store the file as export_qonnx wrote it (only its metadata and doc strings,
-    which hold local paths, dropped) in models/as_exported/, with one input batch of 4 and the output of qonnx on the
-    model's cleaned copy (qonnx's executor wants the cleanup; it does not change what the graph computes). The npz
-    keys are those of the real-world corpus (``in:<input>``, ``out:<output>``), so its test worker reads both."""
-    ctor, shape = AS_EXPORTED[name]
-    proto = _export_raw(ctor, shape, False, seed)
-    _strip_metadata(proto)
-    assert proto.ir_version == IR_VERSION, proto.ir_version  # the exporter's own IR version, not set here
+    which hold local paths, dropped) in models/as_exported/, with one input batch (4 samples; 1 for a fixed batch)
+    and the output of qonnx on the model's cleaned copy (qonnx's executor wants the cleanup; it does not change what
+    the graph computes). The npz keys are those of the real-world corpus (``in:<input>``, ``out:<output>``), so its
+    test worker reads both."""
+    ctor, shape, binary, dynamo = AS_EXPORTED[name]
+    proto = _export_raw(ctor, shape, binary, seed, dynamo)
+    _strip_metadata(proto)  # the exporter's own IR version stays (10 from dynamo, 7 from TorchScript)
     folder = HERE / "as_exported"
     folder.mkdir(exist_ok=True)
     onnx.save(proto, str(folder / f"{name}.onnx"))
     cleaned = cleanup(ModelWrapper(proto.SerializeToString())).model
     cleaned.ir_version = IR_VERSION
-    x = np.random.default_rng(seed).standard_normal((4, *shape)).astype(np.float32)
+    fixed = not proto.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    x = np.random.default_rng(seed).standard_normal((1 if fixed else 4, *shape)).astype(np.float32)
     y = qonnx_reference(cleaned, x)
     np.savez_compressed(
         folder / f"{name}.npz", **{f"in:{proto.graph.input[0].name}": x, f"out:{proto.graph.output[0].name}": y}

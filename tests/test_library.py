@@ -189,6 +189,10 @@ def test_onnxruntime_does_not_fold_the_custom_node(tmp_path):
     assert_bitexact(y, x * wq)
 
 
+# docs/ops.md, "Default mode": what registering the library turns off
+DEFAULT_DISABLED = "NchwcTransformer;ConvBNFusion;ConvMulFusion;MatMul_BatchNormalization_Fusion;MatMulScaleFusion"
+
+
 def test_registration_disables_the_optimizations_that_reround_before_quantizers():
     """docs/ops.md, "Default mode": the library sets the list unless the caller already chose one."""
     import onnxruntime as ort
@@ -196,7 +200,7 @@ def test_registration_disables_the_optimizations_that_reround_before_quantizers(
     key = "optimization.disable_specified_optimizers"
     so = ort.SessionOptions()
     so.register_custom_ops_library(ortquant.library_path())  # what a plain host does
-    assert so.get_session_config_entry(key) == "NchwcTransformer;ConvBNFusion"
+    assert so.get_session_config_entry(key) == DEFAULT_DISABLED
     mine = ort.SessionOptions()
     mine.add_session_config_entry(key, "ConstantFolding")
     ortquant.register(mine)
@@ -204,7 +208,7 @@ def test_registration_disables_the_optimizations_that_reround_before_quantizers(
 
 
 def test_integer_sessions_keep_onnxruntime_s_optimizations_on():
-    """Integer mode may re-round its float layers within its contract, so the NCHWc transformer and ConvBNFusion stay
+    """Integer mode may re-round its float layers within its contract, so the NCHWc transformer and the folds stay
     on there (docs/ops.md, "Default mode"); a caller's own list, and options registered before, are kept."""
     import onnxruntime as ort
 
@@ -223,12 +227,12 @@ def test_integer_sessions_keep_onnxruntime_s_optimizations_on():
     mine.add_session_config_entry(key, "ConstantFolding")
     cases.append((mine, True, "ConstantFolding"))
     registered = ortquant.register(ort.SessionOptions())
-    cases.append((registered, True, "NchwcTransformer;ConvBNFusion"))
+    cases.append((registered, True, DEFAULT_DISABLED))
     for so, integer, want in cases:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # integer=True on a model without layers warns
             ortquant.InferenceSession(model, sess_options=so, integer=integer)
-        assert so.get_session_config_entry(key) == (want if want is not None else "NchwcTransformer;ConvBNFusion"), (
+        assert so.get_session_config_entry(key) == (want if want is not None else DEFAULT_DISABLED), (
             integer,
             want,
         )

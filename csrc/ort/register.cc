@@ -170,14 +170,18 @@ constexpr const char* kMinOrtText = "1.19";
 // Session config entry marking options the domains were added to (also read by the Python helper).
 constexpr const char* kRegisteredKey = "ortquant.registered";
 
-// onnxruntime optimizations that re-round a float convolution: the NCHWc convolution sums in another order and
-// folds BatchNormalization into the weights, ConvBNFusion folds it too. In front of a QONNX activation quantizer a
-// float32 ulp can move a value across a rounding boundary, one quantizer step (measured on the published ESPCN
-// models: 4 and 262 pixels moved by 1-3 steps). Registering the library disables them on the session options,
-// unless the caller set the key already (set it after registering to choose otherwise; docs/ops.md, "Default
-// mode"). The value is onnxruntime's ';'-separated optimizer list.
+// onnxruntime optimizations that re-round the float layer in front of a quantizer: the NCHWc convolution sums in
+// another order and folds BatchNormalization into the weights; ConvBNFusion, ConvMulFusion and the MatMul +
+// BatchNormalization rule fold a BatchNormalization or a constant Mul into the weights, MatMulScaleFusion a constant
+// scale into the product. A float32 ulp can move a value across a rounding boundary, one quantizer step (measured:
+// 4 and 262 pixels of the published ESPCN models moved by 1-3 steps), or turn an exact zero in front of a
+// BipolarQuant into +-tiny (FINN's TFC/LFC/CNV-w1a1 through the TorchScript exporter: signs flip for most inputs).
+// Registering the library disables them on the session options, unless the caller set the key already (set it
+// after registering to choose otherwise; docs/ops.md, "Default mode"). The value is onnxruntime's ';'-separated
+// list of optimizer and rewrite-rule names.
 constexpr const char* kDisabledOptimizersKey = "optimization.disable_specified_optimizers";
-constexpr const char* kDisabledOptimizers = "NchwcTransformer;ConvBNFusion";
+constexpr const char* kDisabledOptimizers =
+    "NchwcTransformer;ConvBNFusion;ConvMulFusion;MatMul_BatchNormalization_Fusion;MatMulScaleFusion";
 
 // (major, minor) of "1.31.1"; (0, 0) when unknown.
 std::pair<uint32_t, uint32_t> runtime_version(const OrtApiBase* base) {

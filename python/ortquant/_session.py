@@ -286,10 +286,11 @@ def _empty_float_conv(model: onnx.ModelProto) -> bool:
 
 def _integer_session_options(so: Any, model: onnx.ModelProto) -> None:
     """Integer mode's choice of onnxruntime optimizations, unless the caller chose a list already: none is turned
-    off. The NCHWc transformer and ConvBNFusion, which registering turns off for default mode's qonnx bits, may
-    re-round the float layers integer mode leaves (a first convolution on the float image and its BatchNormalization)
-    within integer mode's numeric contract (docs/ops.md, "Integer mode"). A float Conv with an empty weight keeps the
-    NCHWc transformer off (onnxruntime's NCHWc form refuses it; the plain one runs it, as default mode does)."""
+    off. The NCHWc transformer and the BatchNormalization / Mul / scale folds, which registering turns off for
+    default mode's qonnx bits, may re-round the float layers integer mode leaves (a first convolution on the float
+    image and its BatchNormalization) within integer mode's numeric contract (docs/ops.md, "Integer mode"). A float
+    Conv with an empty weight keeps the NCHWc transformer off (onnxruntime's NCHWc form refuses it; the plain one
+    runs it, as default mode does)."""
     if _is_registered(so):
         return  # registered before: the caller's options already say what they want
     try:
@@ -319,9 +320,10 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     ``read_config_from_model``, ``disabled_optimizers``) are passed on; any other keyword raises ``TypeError``.
     ``exact``, ``integer`` and ``overridable_initializers`` are passed to :func:`prepare_model`; ``exact=True``
     reproduces qonnx's op-by-op float results bit for bit (docs/ops.md, "exact=True"; it sets the optimization
-    level of ``sess_options``). Registering the library disables onnxruntime's ``NchwcTransformer`` and
-    ``ConvBNFusion`` on the options (they re-round the float convolution in front of a quantizer, which can move it
-    by a step; docs/ops.md, "Default mode"); with ``integer=True`` neither (a float layer integer mode leaves, such as
+    level of ``sess_options``). Registering the library disables onnxruntime's ``NchwcTransformer``,
+    ``ConvBNFusion``, ``ConvMulFusion``, ``MatMul_BatchNormalization_Fusion`` and ``MatMulScaleFusion`` on the options
+    (they re-round the float layer in front of a quantizer, which can move it by a step or flip a BipolarQuant's sign;
+    docs/ops.md, "Default mode"); with ``integer=True`` none (a float layer integer mode leaves, such as
     a first convolution on the float image, may then run on onnxruntime's NCHWc kernels with its BatchNormalization
     folded, within integer mode's contract). Options that carry that config key already, or were registered before,
     are left as they are.

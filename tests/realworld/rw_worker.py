@@ -6,7 +6,8 @@ line each, prefixed ``RW `` so that anything else the libraries print cannot be 
 
 Modes: ``default``, ``exact``, ``integer`` (``ortquant.InferenceSession(path, **mode)``), ``prepare`` (the CLI's
 ``ortquant prepare IN OUT``, then a plain ``onnxruntime.InferenceSession`` with only the library registered: the
-C/C++ host path) and ``check`` (the CLI's ``ortquant check`` report and exit status).
+C/C++ host path), ``check`` (the CLI's ``ortquant check`` report and exit status) and ``random`` (the default session
+against qonnx run here, on 16 seeded standard-normal inputs shaped like the stored ones).
 """
 
 from __future__ import annotations
@@ -115,6 +116,8 @@ def run_one(mode: str, corpus: str, name: str) -> dict[str, Any]:
             plain.log_severity_level = 3
             plain.register_custom_ops_library(ortquant.library_path())
             sess = ort.InferenceSession(out_path, plain, providers=["CPUExecutionProvider"])
+    elif mode == "random":
+        return _random_inputs_vs_qonnx(path, npz, so)
     elif mode == "check":
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
@@ -139,6 +142,29 @@ def run_one(mode: str, corpus: str, name: str) -> dict[str, Any]:
         except Exception as e:
             res["local_error"] = f"{type(e).__name__}: {e}"[:500]
     return res
+
+
+def _random_inputs_vs_qonnx(path: str, npz: Any, so: Any, samples: int = 16) -> dict[str, Any]:
+    """The default session against qonnx run here on `samples` seeded standard-normal inputs shaped like the stored
+    ones (for float-input models only): the worst output entry over the samples, and how many samples differ."""
+    import ortquant
+
+    sess = ortquant.InferenceSession(path, so)
+    names = [o.name for o in sess.get_outputs()]
+    stored = _feeds(npz)
+    rng = np.random.default_rng(0)
+    worst: dict[str, Any] = {}
+    differing = 0
+    for _ in range(samples):
+        feeds = {k: rng.standard_normal(v.shape).astype(v.dtype) for k, v in stored.items()}
+        local = _local_qonnx(path, feeds)
+        ref = _Npz({"out:" + k: np.asarray(local[k]).astype(np.float32) for k in names})
+        res = _compare(names, sess.run(None, feeds), ref)
+        differing += any(not e.get("bitexact") for e in res["outputs"].values())
+        for k, e in res["outputs"].items():
+            if k not in worst or e.get("max_abs", np.inf) > worst[k].get("max_abs", np.inf) or not e["shape_ok"]:
+                worst[k] = e
+    return {"outputs": worst, "samples": samples, "differing": differing}
 
 
 class _Npz:

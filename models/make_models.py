@@ -525,6 +525,30 @@ class ResidualConcatW6A6(nn.Module):
         return self.c3(torch.cat([getattr(y, "value", y), getattr(a, "value", a)], dim=1))
 
 
+class AvgPoolHeadW4A4(nn.Module):
+    """3x8x8 -> 3 with float average pools as users write them: QuantConv2d + 4-bit ReLU, nn.AvgPool2d(2) then a
+    4-bit unsigned QuantIdentity, QuantConv2d + 4-bit ReLU, nn.AdaptiveAvgPool2d(1) (torch's dynamo exporter writes
+    ReduceMean over the spatial axes), flatten and a 4-bit Linear head reading the mean directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        w4 = {"weight_bit_width": 4, "bias": False}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.c1 = qnn.QuantConv2d(3, 8, 3, padding=1, **w4)
+        self.r1 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.pool = nn.AvgPool2d(2)
+        self.q = qnn.QuantIdentity(act_quant=Uint8ActPerTensorFloat, bit_width=4, return_quant_tensor=True)
+        self.c2 = qnn.QuantConv2d(8, 8, 3, padding=1, **w4)
+        self.r2 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.gap = nn.AdaptiveAvgPool2d(1)
+        self.fc = qnn.QuantLinear(8, 3, weight_bit_width=4, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.r1(self.c1(self.inp(x)))
+        y = self.r2(self.c2(self.q(self.pool(getattr(y, "value", y)))))
+        return self.fc(torch.flatten(self.gap(getattr(y, "value", y)), 1))
+
+
 # name: (constructor, per-sample input shape, binary BN statistics, torch's dynamo exporter or else TorchScript);
 # written to models/as_exported/ without qonnx's cleanup
 AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool, bool]] = {
@@ -534,6 +558,7 @@ AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool, boo
     "int32_bias_mlp_w8a8": (Int32BiasMlpW8A8, (20,), False, True),
     "fixed_point_cnn_w8a8": (FixedPointCnnW8A8, (3, 12, 12), False, True),
     "residual_concat_w6a6": (ResidualConcatW6A6, (3, 8, 8), False, True),
+    "avgpool_head_w4a4": (AvgPoolHeadW4A4, (3, 8, 8), False, True),
     # FINN's TFC-w1a1 through the TorchScript exporter (export_qonnx(..., dynamo=False), opset 13, batch 1), the
     # form of FINN's tutorials: Linear layers become Transpose + MatMul, each followed by BatchNormalization
     "tfc_w1a1_torchscript": (TfcW1A1, (1, 28, 28), True, False),

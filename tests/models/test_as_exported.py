@@ -4,7 +4,8 @@ public API in fresh processes where nothing was set up first, as a user loads th
 Such files list every weight and BatchNorm statistic as a graph input with an initializer, keep the dynamic batch
 and the exporter's node names, and carry layer kinds models/*.onnx lack: 1-D and grouped convolutions, a
 ConvTranspose, a depthwise convolution with a signed HardTanh quantizer, quantized biases (Int32Bias / Int16Bias),
-power-of-two scales with TruncAdaptiveAvgPool2d, a QuantEltwiseAdd residual and a Concat of two grids, and FINN's
+power-of-two scales with TruncAdaptiveAvgPool2d, a QuantEltwiseAdd residual and a Concat of two grids, float average
+pools (AveragePool, ReduceMean) between quantizers and layers, and FINN's
 TFC-w1a1 through torch's TorchScript exporter (MatMul + BatchNormalization + BipolarQuant, batch 1). The
 models and their qonnx outputs are made by models/make_models.py (``AS_EXPORTED``); the npz files use the real-world
 corpus' keys, so ``tests/realworld/rw_worker.py`` runs them, one subprocess per mode. What passes is the corpus
@@ -39,6 +40,7 @@ LOWERED = {
     # the last convolution reads a Concat of two activations with different scales: on no single grid
     "residual_concat_w6a6": (2, 3),
     "tfc_w1a1_torchscript": (4, 4),
+    "avgpool_head_w4a4": (3, 3),  # the head reads a ReduceMean (a global average pool) of a quantizer's values
 }
 NAMES = sorted(LOWERED)
 

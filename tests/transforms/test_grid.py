@@ -441,6 +441,51 @@ def test_average_pools() -> None:
     _check(_model(nodes, inits, [1, 2, 4, 4]), _x([1, 2, 4, 4], 3.0), want)
 
 
+def test_reduce_mean_over_static_axes() -> None:
+    """torch's dynamo exporter writes AdaptiveAvgPool2d(1) as ReduceMean over the spatial axes (opset 18: axes an
+    input); opset 17 takes them as an attribute."""
+    nodes = [_quant("x", "a", "s", "z", "b"),
+             helper.make_node("ReduceMean", ["a", "hw"], ["gap"], keepdims=1),
+             helper.make_node("ReduceMean", ["a", "hw"], ["flat"], keepdims=0),
+             helper.make_node("ReduceMean", ["a", "c"], ["over_c"]),
+             helper.make_node("ReduceMean", ["a"], ["all"], keepdims=0),
+             helper.make_node("ReduceMean", ["a", ""], ["noop"], noop_with_empty_axes=1),
+             helper.make_node("Shape", ["a"], ["shp"]),
+             helper.make_node("Slice", ["shp", "one", "two"], ["dyn"]),
+             helper.make_node("ReduceMean", ["a", "dyn"], ["runtime_axes"])]  # fmt: skip
+    inits = {"s": F32(0.5), "z": F32(-1), "b": F32(4), "hw": np.array([-2, -1]), "c": np.array([1]),
+             "one": np.array([1]), "two": np.array([2])}  # fmt: skip
+    m = _model(nodes, inits, [1, 2, 4, 4])
+    del m.opset_import[:]
+    m.opset_import.extend([helper.make_opsetid("", 18), helper.make_opsetid(Q, 2)])
+    want = {
+        "gap": (0.5 / 16, -16.0, -128, 112),
+        "flat": (0.5 / 16, -16.0, -128, 112),
+        "over_c": (0.25, -2.0, -16, 14),
+        "all": (0.5 / 32, -32.0, -256, 224),
+        "noop": (0.5, -1.0, -8, 7),
+        "runtime_axes": None,  # the axes are computed at run time
+    }
+    _check(m, _x([1, 2, 4, 4], 3.0), want)
+
+    old = [_quant("x", "a", "s", "z", "b"), helper.make_node("ReduceMean", ["a"], ["gap"], axes=[2, 3])]
+    _check(_model(old, {"s": F32(0.5), "z": F32(-1), "b": F32(4)}, [1, 2, 4, 4]), _x([1, 2, 4, 4], 3.0),
+           {"gap": (0.5 / 16, -16.0, -128, 112)})  # fmt: skip
+
+
+def test_reduce_mean_of_a_per_channel_grid_keeps_its_dims() -> None:
+    nodes, inits, s = _pc_quant()
+    nodes += [helper.make_node("ReduceMean", ["a"], ["keep"], axes=[2, 3]),
+              helper.make_node("ReduceMean", ["a"], ["drop"], axes=[2, 3], keepdims=0),
+              helper.make_node("ReduceMean", ["a"], ["over_c"], axes=[1])]  # fmt: skip
+    want = {
+        "keep": (s / 20, 0.0, -160, 140),  # 4 x 5 values per mean
+        "drop": None,  # the parameters would lose the axes they broadcast along
+        "over_c": None,  # averages values of different scales
+    }
+    _check(_model(nodes, inits, [2, 3, 4, 5]), _x([2, 3, 4, 5], 3.0), want)
+
+
 def test_quant_avgpool2d_on_integer_values() -> None:
     nodes = [_quant("x", "a", "one", "z", "b", signed=0),
              helper.make_node("QuantAvgPool2d", ["a"], ["y"], domain=Q, kernel=2, stride=2, ibits=4, obits=4,

@@ -26,8 +26,8 @@ node and its inputs' grids returning the output grid or None):
 - what changes the scale: Mul by a constant (per tensor or per channel; a negative factor flips the codes), Div by
   a constant, Add / Sub of two grids with one scale (codes add), Add of grids whose scales are integer multiples of
   each other (the coarser codes count several steps of the finer grid: a bias added to a layer's sum),
-  AveragePool / GlobalAveragePool (the integer sum of the window, then 1 / k), QuantAvgPool2d (integer input: the
-  window sum shifted right);
+  AveragePool / GlobalAveragePool / ReduceMean (the integer sum of the window or the reduced axes, then 1 / k),
+  QuantAvgPool2d (integer input: the window sum shifted right);
 - layers whose output no quantizer follows (QKeras' dense layers read by the next one): MatMul, Gemm and Conv of a
   per-tensor grid by a weight grid (per tensor or per output channel) on power-of-two scales, the exact sum on the
   scale ``s_x * s_w`` with K times the products' extremes as its range, below 2^24 (float32 computes such sums
@@ -839,6 +839,33 @@ def rule_global_averagepool(node: onnx.NodeProto, grids: list[Grid | None], ctx:
     return _pooled(g, int(np.prod(shape[2:])), False)  # type: ignore[arg-type]
 
 
+def rule_reducemean(node: onnx.NodeProto, grids: list[Grid | None], ctx: Context) -> Grid | None:
+    """ReduceMean (torch's dynamo exporter writes a global average pool so): the integer sum of the reduced values,
+    then 1 / their count, over axes of static size along which the grid does not vary; a per-channel grid only with
+    ``keepdims`` (its parameters keep their axes). No axes: every axis, or the input as it is with
+    ``noop_with_empty_axes``."""
+    g = grids[0]
+    shape = ctx.shape(node.input[0])
+    if g is None or shape is None:
+        return None
+    rank = len(shape)
+    axes = _axes(node, ctx, 1)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        return None  # axes computed at run time
+    if not axes:
+        if _attr(node, "noop_with_empty_axes", 0):
+            return g
+        axes = list(range(rank))
+    if any(not -rank <= a < rank for a in axes):
+        return None
+    dims = sorted({a % rank for a in axes})
+    if any(shape[a] is None for a in dims):
+        return None
+    if not g.per_tensor and (not _attr(node, "keepdims", 1) or _varies(g, rank, dims) is not False):
+        return None
+    return _pooled(g, int(np.prod([shape[a] for a in dims])), False)  # type: ignore[misc]
+
+
 def rule_quant_avgpool2d(node: onnx.NodeProto, grids: list[Grid | None], _ctx: Context) -> Grid | None:
     """QuantAvgPool2d on integer values (scale 1, integer zero point): ``(window sum) >> shift`` (scale 1)."""
     g = grids[0]
@@ -901,6 +928,7 @@ STANDARD_RULES: dict[str, Rule] = {
     "DequantizeLinear": rule_dequantize_linear,
     "AveragePool": rule_averagepool,
     "GlobalAveragePool": rule_global_averagepool,
+    "ReduceMean": rule_reducemean,
 }
 
 QONNX_RULES: dict[str, Rule] = {

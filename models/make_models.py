@@ -549,6 +549,30 @@ class AvgPoolHeadW4A4(nn.Module):
         return self.fc(torch.flatten(self.gap(getattr(y, "value", y)), 1))
 
 
+class DepthwisePerChannelW4A4(nn.Module):
+    """3x8x8 -> 4x8x8, the block of Brevitas' quant_mobilenet_v1 (and FINN's MobileNet-v1): a QuantConv2d + BN and a
+    4-bit ReLU whose scale is per channel (``scaling_per_output_channel``), read by a depthwise QuantConv2d (groups
+    8) + BN + 4-bit ReLU, then a 1x1 QuantConv2d."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        w4 = {"weight_bit_width": 4, "bias": False}
+        self.inp = qnn.QuantIdentity(act_quant=Int8ActPerTensorFloat, return_quant_tensor=True)
+        self.pw1 = qnn.QuantConv2d(3, 8, 1, **w4)
+        self.bn1 = nn.BatchNorm2d(8)
+        per_channel = {"scaling_per_output_channel": True, "per_channel_broadcastable_shape": (1, 8, 1, 1),
+                       "scaling_stats_permute_dims": (1, 0, 2, 3)}  # fmt: skip
+        self.r1 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True, **per_channel)
+        self.dw = qnn.QuantConv2d(8, 8, 3, padding=1, groups=8, **w4)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.r2 = qnn.QuantReLU(bit_width=4, return_quant_tensor=True)
+        self.pw2 = qnn.QuantConv2d(8, 4, 1, **w4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.r1(self.bn1(self.pw1(self.inp(x))))
+        return self.pw2(self.r2(self.bn2(self.dw(y))))
+
+
 # name: (constructor, per-sample input shape, binary BN statistics, torch's dynamo exporter or else TorchScript);
 # written to models/as_exported/ without qonnx's cleanup
 AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool, bool]] = {
@@ -559,6 +583,7 @@ AS_EXPORTED: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], bool, boo
     "fixed_point_cnn_w8a8": (FixedPointCnnW8A8, (3, 12, 12), False, True),
     "residual_concat_w6a6": (ResidualConcatW6A6, (3, 8, 8), False, True),
     "avgpool_head_w4a4": (AvgPoolHeadW4A4, (3, 8, 8), False, True),
+    "depthwise_perchannel_w4a4": (DepthwisePerChannelW4A4, (3, 8, 8), False, True),
     # FINN's TFC-w1a1 through the TorchScript exporter (export_qonnx(..., dynamo=False), opset 13, batch 1), the
     # form of FINN's tutorials: Linear layers become Transpose + MatMul, each followed by BatchNormalization
     "tfc_w1a1_torchscript": (TfcW1A1, (1, 28, 28), True, False),

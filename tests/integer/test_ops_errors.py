@@ -4,6 +4,7 @@ and each op through onnxruntime against the numpy reference."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -359,3 +360,63 @@ def test_avgpool_codes_through_onnxruntime_on_every_path(isa):
     run = subprocess.run([sys.executable, "-c", _AVGPOOL_SCRIPT, str(Path(__file__).resolve().parents[1])],
                          capture_output=True, text=True, env=env, timeout=300, check=False)  # fmt: skip
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_qconv_channel_scales_quantize_each_channel_with_its_own(threads):
+    """act_channel_scales (a depthwise layer reading a per-channel quantizer): channel c of X is quantized with
+    scale c, then the layer is the usual depthwise QConv; against the numpy reference channel by channel, through
+    onnxruntime, a batch of 3, 16-pixel rows (the vector loops), stride 2, a multiplier of 2 outputs per channel."""
+    rng = np.random.default_rng(11)
+    c, mult = 5, 2
+    scales = np.array([0.02, 0.05, 0.011, 0.3, 0.07], np.float32)
+    x = (rng.standard_normal((3, c, 9, 16)) * 0.4).astype(np.float32)
+    w = rng.integers(-7, 8, (c * mult, 1, 3, 3)).astype(np.int8)
+    s, b = rng.random(c * mult) * 1e-2, rng.standard_normal(c * mult)
+    attrs = {"act_scale": 1.0, "act_bits": 4, "act_signed": 0, "act_channel_scales": scales.tolist(),
+             "group": c, "pads": [1, 1, 1, 1], "strides": [2, 1], "relu": 1}  # fmt: skip
+    model, feeds = make_node_model("QConv", D, [x, w, s, b], const=[False, True, True, True], attrs=attrs)
+    (y,) = run_model(model, feeds, threads=threads)
+    codes = np.stack([ref.act_codes(x[:, i], float(scales[i]), bits=4, signed=False) for i in range(c)], axis=1)
+    acc = ref.conv_int(codes, w, (2, 1), (1, 1, 1, 1), (1, 1), c)
+    np.testing.assert_array_equal(y.view(np.uint32), ref.rescale(acc, s, b, 1, relu=True).view(np.uint32))
+    # the per-tensor act_scale alone would give other codes: the attribute is not ignored
+    one = ref.qconv(x, w, s, b, strides=(2, 1), pads=(1, 1, 1, 1), group=c, relu=True, scale=1.0, bits=4,
+                    signed=False)  # fmt: skip
+    assert not np.array_equal(y, one)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"act_channel_scales": [0.1] * 4}, "one scale per input channel (5), got 4"),
+        ({"act_channel_scales": [0.1, 0.1, -1.0, 0.1, 0.1]}, "is not finite and positive"),
+        ({"act_channel_scales": [0.1] * 5, "act_bits": 12}, "at most 8 bits, not bipolar"),
+        ({"act_channel_scales": [0.1] * 5, "act_bipolar": 1}, "at most 8 bits, not bipolar"),
+        ({"act_channel_scales": [0.1] * 5, "group": 1}, "takes a depthwise layer"),
+    ],
+)
+def test_malformed_channel_scales_are_refused_naming_the_node(change, message):
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 5, 6, 6)).astype(np.float32)
+    group = change.get("group", 5)
+    w = rng.integers(-7, 8, (5, 5 // group, 3, 3)).astype(np.int8)
+    attrs = {"act_scale": 1.0, "act_bits": 4, "act_signed": 0, "group": 5, **change}
+    model, feeds = make_node_model("QConv", D, [x, w, np.ones(5), np.zeros(5)], const=[False, True, True, True],
+                                   attrs=attrs)  # fmt: skip
+    with pytest.raises(ORT_ERRORS, match=re.escape(message)) as e:
+        run_model(model, feeds)
+    assert "qconv_node" in str(e.value)
+
+
+def test_channel_scales_refuse_an_input_of_other_channels():
+    rng = np.random.default_rng(13)
+    w = rng.integers(-7, 8, (4, 1, 3, 3)).astype(np.int8)
+    attrs = {"act_scale": 1.0, "act_bits": 4, "group": 4, "act_channel_scales": [0.1] * 4}
+    x = rng.standard_normal((1, 4, 6, 6)).astype(np.float32)
+    model, feeds = make_node_model("QConv", D, [x, w, np.ones(4), np.zeros(4)], const=[False, True, True, True],
+                                   attrs=attrs)  # fmt: skip
+    run_model(model, feeds)  # 4 channels: fine
+    model.graph.input[0].type.tensor_type.shape.Clear()
+    with pytest.raises(ORT_ERRORS, match="channels"):
+        run_model(model, {model.graph.input[0].name: rng.standard_normal((1, 3, 6, 6)).astype(np.float32)})

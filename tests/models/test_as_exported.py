@@ -5,7 +5,8 @@ Such files list every weight and BatchNorm statistic as a graph input with an in
 and the exporter's node names, and carry layer kinds models/*.onnx lack: 1-D and grouped convolutions, a
 ConvTranspose, a depthwise convolution with a signed HardTanh quantizer, quantized biases (Int32Bias / Int16Bias),
 power-of-two scales with TruncAdaptiveAvgPool2d, a QuantEltwiseAdd residual and a Concat of two grids, float average
-pools (AveragePool, ReduceMean) between quantizers and layers, and FINN's
+pools (AveragePool, ReduceMean) between quantizers and layers, a depthwise convolution reading a per-channel
+activation quantizer (MobileNet-v1's block), and FINN's
 TFC-w1a1 through torch's TorchScript exporter (MatMul + BatchNormalization + BipolarQuant, batch 1). The
 models and their qonnx outputs are made by models/make_models.py (``AS_EXPORTED``); the npz files use the real-world
 corpus' keys, so ``tests/realworld/rw_worker.py`` runs them, one subprocess per mode. What passes is the corpus
@@ -41,6 +42,7 @@ LOWERED = {
     "residual_concat_w6a6": (2, 3),
     "tfc_w1a1_torchscript": (4, 4),
     "avgpool_head_w4a4": (3, 3),  # the head reads a ReduceMean (a global average pool) of a quantizer's values
+    "depthwise_perchannel_w4a4": (3, 3),  # the depthwise layer reads a per-channel quantizer (act_channel_scales)
 }
 NAMES = sorted(LOWERED)
 

@@ -45,6 +45,14 @@ _W_SHIFT = Attr("w_shift", AttrType.INTS, doc="absent: none; else one integer pe
 _CHECK = Attr("act_check", AttrType.STRING, doc="absent: none; else the graph input and declared type (finn_datatype) "
               "that put X on the quantizer's grid: X's values are checked to lie within 0.01 of a step of that grid, "
               "an error naming it otherwise (transforms/integer_grid_activation.py)")  # fmt: skip
+# QConv / QConvCodes only.
+_CHANNEL_SCALES = Attr(
+    "act_channel_scales",
+    AttrType.FLOATS,
+    doc="absent: none; else one scale per input channel (> 0): a depthwise layer (group = the input channels, one "
+    "each) whose activation quantizer is per channel; X's channel c is quantized with act_* and the scale "
+    "act_channel_scales[c] (act_scale is then unused), at most 8 bits, not bipolar (transforms/lower_integer.py)",
+)
 _CONV = [
     Attr("kernel_shape", AttrType.INTS),
     Attr("strides", AttrType.INTS),
@@ -258,11 +266,13 @@ def ops() -> list[Op]:
     )
     return [
         Op("QConv", conv_doc, conv_ins, out,
-           [*_ACT, _CHECK, _XNOR, _W_SHIFT, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT, _CHANNELS_LAST], conv_types,
+           [*_ACT, _CHANNEL_SCALES, _CHECK, _XNOR, _W_SHIFT, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT,
+            _CHANNELS_LAST], conv_types,
            _infer_conv),
         Op("QConvCodes", conv_doc + " Output: the int8 codes of the out_act_* quantizer of that Y "
            "(transforms/integer_codes.py).", conv_ins, [Param("Y", "tensor(int8)")],
-           [*_ACT, _CHECK, *_OUT_ACT, _TABLE, _XNOR, _W_SHIFT, *_CONV, _LEAKY, _POOL, *_D2S, *_RESIDUAL_ACT],
+           [*_ACT, _CHANNEL_SCALES, _CHECK, *_OUT_ACT, _TABLE, _XNOR, _W_SHIFT, *_CONV, _LEAKY, _POOL, *_D2S,
+            *_RESIDUAL_ACT],
            conv_types,
            _infer_conv_codes),
         Op("MaxPoolCodes", "Y = MaxPool(X) over int8 codes, window kernel_shape = strides, no pads, floor rounding "

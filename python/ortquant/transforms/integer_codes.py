@@ -60,6 +60,8 @@ def _act(node: onnx.NodeProto) -> dict[str, object]:
     """The node's act_* attribute values with the defaults filled in."""
     given = {a.name: helper.get_attribute_value(a) for a in node.attribute if a.name in _ACT_DEFAULTS}
     out = {k: given.get(k, d) for k, d in _ACT_DEFAULTS.items()}
+    if any(a.name == "act_channel_scales" for a in node.attribute):
+        out["act_scale"] = None  # one quantizer per channel: no single quantizer whose codes a producer could write
     if out["act_bits"] is None:
         out["act_bits"] = 1 if out["act_bipolar"] else 8
     return out

@@ -286,9 +286,13 @@ def _per_tensor(v: np.ndarray, what: str, x_shape: tuple[int | None, ...] | None
     return float(flat[0])
 
 
-def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onnx.NodeProto], onnx.NodeProto]:
+def _activation(
+    g: _Graph, value: str, channels: int | None = None
+) -> tuple[dict[str, object], str, list[onnx.NodeProto], onnx.NodeProto]:
     """The activation quantizer feeding ``value`` (through Reshape/Flatten/MaxPool): its op attributes, float input
-    name, the pass-through chain (first to last) and the quantizer node."""
+    name, the pass-through chain (first to last) and the quantizer node. ``channels``: a depthwise layer's input
+    channels, for which a Quant straight before it may have one float32 scale per channel of a 4-D activation
+    (axis 1): its attributes then carry ``act_channel_scales`` too."""
     chain: list[onnx.NodeProto] = []
     node = g.producer.get(value)
     while (
@@ -315,7 +319,26 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
     s_value = g.const(node.input[1], "the activation scale", node)
     if node.op_type == "BipolarQuant" and s_value.dtype.kind not in "f":  # its schema: float scales only
         raise TypeSkipError(f"the BipolarQuant's scale is {s_value.dtype} (onnxruntime takes a float type only)")
-    s = _per_tensor(s_value, "the activation scale", x_shape, "scale")
+    channel_scales = None
+    if (
+        channels is not None
+        and node.op_type in _QUANT
+        and not chain
+        and s_value.dtype == np.float32
+        and s_value.size == channels > 1
+        and not np.all(s_value == s_value.ravel()[0])
+        and x_shape is not None
+        and len(x_shape) == 4
+        and s_value.ndim <= 4
+        and (1,) * (4 - s_value.ndim) + tuple(s_value.shape) == (1, channels, 1, 1)
+        and x_shape[1] == channels
+    ):
+        channel_scales = s_value.ravel()
+        if not np.all(np.isfinite(channel_scales) & (channel_scales > 0)):
+            raise _SkipError("an activation scale is not finite and positive")
+        s = float(channel_scales[0])
+    else:
+        s = _per_tensor(s_value, "the activation scale", x_shape, "scale")
     if not (np.isfinite(s) and s > 0):
         raise _SkipError(f"the activation scale {s!r} is not finite and positive")
     if node.op_type == "BipolarQuant":
@@ -351,6 +374,10 @@ def _activation(g: _Graph, value: str) -> tuple[dict[str, object], str, list[onn
         "act_narrow": int(narrow),
         "act_rounding_mode": rounding,
     }
+    if channel_scales is not None:
+        if int(bits) > 8 or (signed and int(bits) == 1):
+            raise _SkipError("a per-channel activation quantizer of more than 8 bits, or bipolar")
+        attrs["act_channel_scales"] = [float(v) for v in channel_scales]
     return attrs, node.input[0], chain, node
 
 
@@ -407,14 +434,18 @@ def _weight_codes(
     return codes.astype(np.int16), s_ch.astype(np.float64), node
 
 
-def _layer_activation(g: _Graph, value: str) -> tuple[dict[str, object], float, str, list[onnx.NodeProto], str | None]:
+def _layer_activation(
+    g: _Graph, value: str, channels: int | None = None
+) -> tuple[dict[str, object], float, str, list[onnx.NodeProto], str | None]:
     """The layer's activation quantizer: a Quant / BipolarQuant right before it (fused: the op reads its float input),
     else one synthesized from the activation's grid (the op reads the activation itself). Returns the ``act_*``
     attributes, the float64 scale of one code step, the value the op reads, the pass-through chain to replay and,
-    on the grid path, a note naming the grid."""
+    on the grid path, a note naming the grid. ``channels``: see :func:`_activation` (with ``act_channel_scales``
+    the returned scale is the first channel's)."""
     try:
-        act, x_float, chain, _qnode = _activation(g, value)
-        return act, float(np.float64(act["act_scale"])), x_float, chain, None
+        act, x_float, chain, _qnode = _activation(g, value, channels)
+        note = "per-channel activation scales" if "act_channel_scales" in act else None
+        return act, float(np.float64(act["act_scale"])), x_float, chain, note
     except (NoQuantizerError, TypeSkipError) as fast:
         # no quantizer to fuse, or one whose parameter types the fused quantizer does not take: the grid path reads
         # the activation as it is (other reasons, e.g. a malformed quantizer, leave the layer to the float path)
@@ -429,6 +460,18 @@ def _layer_activation(g: _Graph, value: str) -> tuple[dict[str, object], float, 
         except _SkipError as e:
             raise _SkipError(f"{fast}; {e}") from e
         return ga.attrs, ga.scale, value, [], f"activation on the grid {ga.grid}"
+
+
+def _depthwise_channels(g: _Graph, node: onnx.NodeProto) -> int | None:
+    """The input channels of a 2-D depthwise Conv (group = the input channels, a constant weight [M, 1, kH, kW]),
+    which may read a per-channel activation quantizer (each output sums one input channel's values); else None."""
+    if node.op_type != "Conv" or len(node.input) < 2:
+        return None
+    group = _read.attr_int(node, "group", 1)
+    w_type = g.value_type(node.input[1])
+    if group is None or group < 2 or w_type is None or w_type[1] is None or len(w_type[1]) != 4:
+        return None
+    return group if w_type[1][1] == 1 else None
 
 
 def _layer_weight(
@@ -597,7 +640,7 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     problem = _read.standard_node_problem(node, g.model)
     if problem is not None:  # onnxruntime refuses the node: the float path reports it
         raise _SkipError(problem)
-    act, act_scale, x_float, chain, act_note = _layer_activation(g, node.input[0])
+    act, act_scale, x_float, chain, act_note = _layer_activation(g, node.input[0], _depthwise_channels(g, node))
     attrs: dict[str, object] = dict(act)
     bias_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
     bias = None
@@ -669,6 +712,11 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
         raise _SkipError(f"the reduction length {k} exceeds the engine's exact limit {MAX_K}")
     n = len(s_w) if op == "ConvTranspose" else w_codes.shape[0]  # (ConvTranspose: M, tiled over the groups)
     s = np.float64(act_scale) * s_w
+    if "act_channel_scales" in act:  # depthwise: output channel j reads input channel j // (M / C) alone
+        scales = np.asarray(act["act_channel_scales"], dtype=np.float32).astype(np.float64)
+        if op != "Conv" or conv1d or w_codes.shape[1] != 1 or n % scales.size or attrs.get("group") != scales.size:
+            raise _SkipError("the activation scale is per channel and the layer is not a 2-D depthwise convolution")
+        s = np.repeat(scales, n // scales.size) * s_w
     b = np.zeros(n) if bias is None else np.array(bias, dtype=np.float64)
     if b.shape != (n,):
         raise _SkipError("the bias is not one value per output channel")
@@ -678,6 +726,8 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     shift = None if fits else _weight_shift(w_codes, act, op)
     if backend == "mixed":  # the engine where the weight codes fit int8 (or do with a shift), else float-exact
         backend = "engine" if fits or shift is not None else "float"
+    if "act_channel_scales" in act and (backend != "engine" or not (fits or shift is not None)):
+        raise _SkipError("a per-channel activation scale runs on the engine only, and the weight codes do not fit int8")
     if op == "ConvTranspose":  # no engine op: onnxruntime's ConvTranspose on the integer values, where exact
         if backend == "engine" and integer_backend() == "engine":
             raise _SkipError("ConvTranspose runs on the float-exact backend only (ORTQUANT_INTEGER_BACKEND=engine)")

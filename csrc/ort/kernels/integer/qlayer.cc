@@ -98,6 +98,37 @@ std::vector<int32_t> weight_shift(const KernelInfo& info, int64_t m) {
   return shift;
 }
 
+// Attribute act_channel_scales of QConv: one activation scale per input channel (a depthwise layer reading a
+// per-channel quantizer: transforms/lower_integer.py), each the quantizer of act_* with that scale. At most 8-bit,
+// not bipolar: the int8 codes of every channel share act_*'s range and offset, which the layer's sums use.
+std::vector<integer::ActQuant> channel_act_quants(const KernelInfo& info, const integer::ActQuant& act,
+                                                  int64_t cg) {
+  if (act.wide || act.bipolar)
+    throw_error("attribute 'act_channel_scales' takes an activation quantizer of at most 8 bits, not bipolar");
+  if (cg != 1)
+    throw_error("attribute 'act_channel_scales' takes a depthwise layer (one input channel per group), got ", cg,
+                " input channels per group");
+  const int64_t channels = info.attr_int("group", 1);  // = the input channels
+  const std::vector<float> scales = info.attr_floats("act_channel_scales", {});
+  if (static_cast<int64_t>(scales.size()) != channels)
+    throw_error("attribute 'act_channel_scales' must have one scale per input channel (", channels, "), got ",
+                scales.size());
+  RoundMode mode;
+  const std::string mode_name = info.attr_string("act_rounding_mode", "ROUND");
+  if (!parse_qonnx_round_mode(mode_name, &mode))
+    throw_error("attribute 'act_rounding_mode': unknown rounding mode '", mode_name, "'");
+  std::vector<integer::ActQuant> out;
+  out.reserve(scales.size());
+  for (const float s : scales) {
+    if (!(std::isfinite(s) && s > 0.f))
+      throw_error("attribute 'act_channel_scales': scale ", s, " is not finite and positive");
+    out.push_back(integer::make_act_quant(s, act.zeropt, info.attr_int("act_bits", 8),
+                                          info.attr_bool("act_signed", true), info.attr_bool("act_narrow", false),
+                                          mode, false));
+  }
+  return out;
+}
+
 class QConvKernel : public OpKernel {
  public:
   // codes_op: QConvCodes (the output as the int8 codes of the out_act_* quantizer), else QConv.
@@ -106,6 +137,7 @@ class QConvKernel : public OpKernel {
     check_ = info.attr_string("act_check", "");
     const OwnedTensor w = constant(info, 1, kI8, "W");
     if (w.shape.size() != 4) throw_error("input W must be 4-D [M, C/group, kH, kW], got shape ", shape_str(w.shape));
+    if (info.has_attr("act_channel_scales")) channel_acts_ = channel_act_quants(info, act, w.shape[1]);
     const std::vector<int64_t> ks = info.attr_ints("kernel_shape", {});
     if (!ks.empty() && (ks.size() != 2 || ks[0] != w.shape[2] || ks[1] != w.shape[3]))
       throw_error("attribute 'kernel_shape' ", shape_str(ks), " does not match the weight shape ", shape_str(w.shape));
@@ -210,14 +242,29 @@ class QConvKernel : public OpKernel {
         throw_error("input R (the residual added to the output) has shape ", shape_str(r->shape),
                     ", the output's is ", shape_str(os));
     }
-    const bool codes_in = x.dtype == kI8, codes_out = out_q_.has_value();
+    bool codes_in = x.dtype == kI8;
+    const bool codes_out = out_q_.has_value();
+    const int8_t* x_codes = codes_in ? x.as<int8_t>() : nullptr;
+    thread_local std::vector<int8_t> t_channel_codes;
+    if (!codes_in && !channel_acts_.empty()) {  // act_channel_scales: each channel's plane by its own quantizer
+      if (x.shape[1] != static_cast<int64_t>(channel_acts_.size()))
+        throw_error("input X has ", x.shape[1], " channels; attribute 'act_channel_scales' has one scale per input "
+                    "channel (", channel_acts_.size(), ")");
+      const int64_t n = shape_size(x.shape), plane = x.shape[2] * x.shape[3];
+      if (t_channel_codes.size() < static_cast<size_t>(n)) t_channel_codes.resize(static_cast<size_t>(n));
+      for (int64_t i = 0; i < x.shape[0] * x.shape[1]; ++i)
+        integer::quantize_codes(channel_acts_[static_cast<size_t>(i % x.shape[1])], x.as<float>() + i * plane,
+                                t_channel_codes.data() + i * plane, plane);
+      x_codes = t_channel_codes.data();
+      codes_in = true;
+    }
     if (!codes_in) check_on_grid(check_, conv_->act(), x.as<float>(), shape_size(x.shape));
     float* y = codes_out ? nullptr : ctx.output_as<float>(0, os);
     int8_t* yc = codes_out ? ctx.output_as<int8_t>(0, os) : nullptr;
     if (shape_size(os) == 0) return;
     const int64_t in_each = shape_size({1, x.shape[1], x.shape[2], x.shape[3]});
     auto input_of = [&](int64_t b) {
-      return codes_in ? integer::QConv::In{nullptr, x.as<int8_t>() + b * in_each}
+      return codes_in ? integer::QConv::In{nullptr, x_codes + b * in_each}
                       : integer::QConv::In{x.as<float>() + b * in_each, nullptr};
     };
     const gemm::Parallel par = parallel(ctx);
@@ -306,6 +353,8 @@ class QConvKernel : public OpKernel {
   bool table_small_ = false;    // the output codes lie in [0, 15]: map_codes' 16-entry lookup
   bool channels_last_ = false;  // output [N, OH, OW, M]
   std::string check_;           // act_check: X's grid is a graph input's declared type (check_on_grid)
+  // act_channel_scales: input channel c quantized with scale act_channel_scales[c] (the other act_* as given)
+  std::vector<integer::ActQuant> channel_acts_;
 };
 
 // MaxPoolCodes: a MaxPool over int8 codes with non-overlapping windows (kernel_shape == strides, no pads, floor).

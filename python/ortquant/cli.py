@@ -237,6 +237,8 @@ def describe_changes(before: onnx.ModelProto, after: onnx.ModelProto) -> list[st
     old = {_node_key(n): n for n in before.graph.node}
     new = {_node_key(n): n for n in after.graph.node}
     lines = []
+    if before.ir_version != after.ir_version:
+        lines.append(f"IR version {before.ir_version} -> {after.ir_version}")
     for key, n in new.items():
         o = old.get(key)
         if o is None:

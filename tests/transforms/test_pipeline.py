@@ -22,9 +22,9 @@ def _float_model() -> onnx.ModelProto:
 def test_pipeline_names_are_unique_and_start_with_checks():
     names = [t.name for t in PIPELINE]
     assert len(names) == len(set(names))
-    # Weights become constants first (every later step and integer mode see them), then domain normalization, so the
-    # Trunc check also sees Trunc nodes moved from legacy domains.
-    assert names[:3] == ["constant_initializers", "fix_legacy_domains", "check_trunc_versions"]
+    # The IR version first (a file-level stamp), then weights become constants (every later step and integer mode
+    # see them), then domain normalization, so the Trunc check also sees Trunc nodes moved from legacy domains.
+    assert names[:4] == ["fit_ir_version", "constant_initializers", "fix_legacy_domains", "check_trunc_versions"]
 
 
 def test_model_that_needs_nothing_is_not_copied():

@@ -37,6 +37,7 @@ from ortquant.transforms.integer_leaky_relu import fuse_integer_leaky_relu
 from ortquant.transforms.integer_maxpool import fuse_integer_maxpool
 from ortquant.transforms.integer_residual import fuse_integer_residual
 from ortquant.transforms.integer_squeeze_pairs import cancel_squeeze_pairs
+from ortquant.transforms.ir_version import fit_ir_version
 from ortquant.transforms.legacy_domains import fix_legacy_domains
 from ortquant.transforms.lower_integer import lower_integer
 from ortquant.transforms.transpose_pairs import cancel_transpose_pairs
@@ -72,6 +73,9 @@ class Transform:
 # Domains first (every later step sees QONNX nodes in their canonical domain), then the checks, then the type
 # fixes (the int8 rewrites read element types), then the rewrites.
 PIPELINE: list[Transform] = [
+    # A model stamped with an IR version newer than onnxruntime reads (onnx 1.23's default, 14), using nothing of
+    # it, gets the IR version that holds what it uses.
+    Transform("fit_ir_version", fit_ir_version),
     # Weights listed as graph inputs become constants (unless the caller feeds them): every later step, onnxruntime's
     # optimizations and integer mode then see constant weights.
     Transform("constant_initializers", constant_initializers, lambda o: not o.overridable_initializers),

@@ -412,6 +412,17 @@ def _prepared_seeds(integer: bool) -> list[tuple[str, bytes, dict[str, np.ndarra
         if m_int is not None:
             _name_nodes(m_int)
             seeds.append((f"integer_{f.stem}", m_int, feeds))
+    for f in sorted((REPO / "models" / "as_exported").glob("*.onnx")):  # Brevitas' files as exported
+        m = onnx.load(str(f))
+        d = np.load(f.with_suffix(".npz"))
+        feeds = {k[3:]: np.asarray(d[k]) for k in d.files if k.startswith("in:")}
+        m_int = ortquant.prepare_model(m, integer=True) if integer else None
+        m = ortquant.prepare_model(m)
+        _name_nodes(m)
+        seeds.append((f"exported_{f.stem}", m, feeds))
+        if m_int is not None:
+            _name_nodes(m_int)
+            seeds.append((f"integer_exported_{f.stem}", m_int, feeds))
     if integer:
         m, feeds = _xnor_conv()
         seeds.append(("integer_xnor_conv", ortquant.prepare_model(m, integer=True), feeds))

@@ -363,14 +363,16 @@ def test_avgpool_codes_through_onnxruntime_on_every_path(isa):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_qconv_channel_scales_quantize_each_channel_with_its_own(threads):
+@pytest.mark.parametrize("shape", [(3, 9, 16), (2, 96, 80)])
+def test_qconv_channel_scales_quantize_each_channel_with_its_own(threads, shape):
     """act_channel_scales (a depthwise layer reading a per-channel quantizer): channel c of X is quantized with
     scale c, then the layer is the usual depthwise QConv; against the numpy reference channel by channel, through
-    onnxruntime, a batch of 3, 16-pixel rows (the vector loops), stride 2, a multiplier of 2 outputs per channel."""
+    onnxruntime, 16-pixel rows (the vector loops), stride 2, a multiplier of 2 outputs per channel; the larger X is
+    quantized in two pool tasks of planes."""
     rng = np.random.default_rng(11)
     c, mult = 5, 2
     scales = np.array([0.02, 0.05, 0.011, 0.3, 0.07], np.float32)
-    x = (rng.standard_normal((3, c, 9, 16)) * 0.4).astype(np.float32)
+    x = (rng.standard_normal((shape[0], c, *shape[1:])) * 0.4).astype(np.float32)
     w = rng.integers(-7, 8, (c * mult, 1, 3, 3)).astype(np.int8)
     s, b = rng.random(c * mult) * 1e-2, rng.standard_normal(c * mult)
     attrs = {"act_scale": 1.0, "act_bits": 4, "act_signed": 0, "act_channel_scales": scales.tolist(),

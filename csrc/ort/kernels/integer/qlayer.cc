@@ -250,12 +250,19 @@ class QConvKernel : public OpKernel {
       if (x.shape[1] != static_cast<int64_t>(channel_acts_.size()))
         throw_error("input X has ", x.shape[1], " channels; attribute 'act_channel_scales' has one scale per input "
                     "channel (", channel_acts_.size(), ")");
-      const int64_t n = shape_size(x.shape), plane = x.shape[2] * x.shape[3];
+      const int64_t n = shape_size(x.shape), plane = x.shape[2] * x.shape[3], planes = x.shape[0] * x.shape[1];
       if (t_channel_codes.size() < static_cast<size_t>(n)) t_channel_codes.resize(static_cast<size_t>(n));
-      for (int64_t i = 0; i < x.shape[0] * x.shape[1]; ++i)
-        integer::quantize_codes(channel_acts_[static_cast<size_t>(i % x.shape[1])], x.as<float>() + i * plane,
-                                t_channel_codes.data() + i * plane, plane);
-      x_codes = t_channel_codes.data();
+      int8_t* codes = t_channel_codes.data();
+      const float* xf = x.as<float>();
+      // pool tasks of at least kQuantTask values each (one plane's quantizer call per plane)
+      const int64_t tasks = std::max<int64_t>(1, std::min<int64_t>(planes, n / kQuantTask));
+      ctx.parallel_for(static_cast<size_t>(tasks), [&](size_t t) {
+        const int64_t p0 = planes * static_cast<int64_t>(t) / tasks, p1 = planes * static_cast<int64_t>(t + 1) / tasks;
+        for (int64_t i = p0; i < p1; ++i)
+          integer::quantize_codes(channel_acts_[static_cast<size_t>(i % x.shape[1])], xf + i * plane,
+                                  codes + i * plane, plane);
+      });
+      x_codes = codes;
       codes_in = true;
     }
     if (!codes_in) check_on_grid(check_, conv_->act(), x.as<float>(), shape_size(x.shape));
@@ -340,6 +347,7 @@ class QConvKernel : public OpKernel {
 
  private:
   static constexpr int64_t kMaxPool = 1 << 16, kMaxBlock = 1 << 8, kPoolCodesPlane = 256;
+  static constexpr int64_t kQuantTask = 1 << 15;  // act_channel_scales: values quantized per pool task, at least
   std::optional<integer::QConv> conv_;
   int64_t ph_ = 1, pw_ = 1;  // the fused max pool's window (= strides); 1 x 1: none
   int64_t bs_ = 1;            // the fused DepthToSpace's block size; 1: none

@@ -286,6 +286,14 @@ def _per_tensor(v: np.ndarray, what: str, x_shape: tuple[int | None, ...] | None
     return float(flat[0])
 
 
+def _per_channel_axis1(v: np.ndarray, x_shape: tuple[int | None, ...] | None) -> bool:
+    """Whether a quantizer parameter has several values, one per channel (axis 1) of the tensor it quantizes."""
+    if x_shape is None or len(x_shape) < 2 or v.size < 2 or v.ndim > len(x_shape) or np.all(v == v.ravel()[0]):
+        return False
+    full = (1,) * (len(x_shape) - v.ndim) + tuple(v.shape)
+    return full[1] == x_shape[1] and all(d == 1 for i, d in enumerate(full) if i != 1)
+
+
 def _activation(
     g: _Graph, value: str, channels: int | None = None
 ) -> tuple[dict[str, object], str, list[onnx.NodeProto], onnx.NodeProto]:
@@ -338,6 +346,9 @@ def _activation(
             raise _SkipError("an activation scale is not finite and positive")
         s = float(channel_scales[0])
     else:
+        if _per_channel_axis1(s_value, x_shape):
+            raise _SkipError("the activation scale is per channel, which integer mode takes for a depthwise layer only "
+                             "(this layer sums channels of different steps)")  # fmt: skip
         s = _per_tensor(s_value, "the activation scale", x_shape, "scale")
     if not (np.isfinite(s) and s > 0):
         raise _SkipError(f"the activation scale {s!r} is not finite and positive")

@@ -401,28 +401,24 @@ def _prepared_seeds(integer: bool) -> list[tuple[str, bytes, dict[str, np.ndarra
         m = ortquant.prepare_model(m)
         _name_nodes(m)
         seeds.append((f"linger_{f.stem}", m, feeds))
+
+    def qonnx_seeds(name: str, m: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> None:
+        """The model prepared in the default mode (``qonnx_<name>``) and in integer mode (``integer_<name>``)."""
+        m_int = ortquant.prepare_model(m, integer=True) if integer else None
+        m = ortquant.prepare_model(m)
+        _name_nodes(m)
+        seeds.append((f"qonnx_{name}", m, feeds))
+        if m_int is not None:
+            _name_nodes(m_int)
+            seeds.append((f"integer_{name}", m_int, feeds))
+
     for f in sorted((REPO / "models").glob("*.onnx")):
         m = onnx.load(str(f))
-        d = np.load(f.with_suffix(".npz"))
-        feeds = {m.graph.input[0].name: np.asarray(d["input_b1"])}
-        m_int = ortquant.prepare_model(m, integer=True) if integer else None
-        m = ortquant.prepare_model(m)
-        _name_nodes(m)
-        seeds.append((f"qonnx_{f.stem}", m, feeds))
-        if m_int is not None:
-            _name_nodes(m_int)
-            seeds.append((f"integer_{f.stem}", m_int, feeds))
+        qonnx_seeds(f.stem, m, {m.graph.input[0].name: np.asarray(np.load(f.with_suffix(".npz"))["input_b1"])})
     for f in sorted((REPO / "models" / "as_exported").glob("*.onnx")):  # Brevitas' files as exported
-        m = onnx.load(str(f))
         d = np.load(f.with_suffix(".npz"))
         feeds = {k[3:]: np.asarray(d[k]) for k in d.files if k.startswith("in:")}
-        m_int = ortquant.prepare_model(m, integer=True) if integer else None
-        m = ortquant.prepare_model(m)
-        _name_nodes(m)
-        seeds.append((f"exported_{f.stem}", m, feeds))
-        if m_int is not None:
-            _name_nodes(m_int)
-            seeds.append((f"integer_exported_{f.stem}", m_int, feeds))
+        qonnx_seeds(f"exported_{f.stem}", onnx.load(str(f)), feeds)
     if integer:
         m, feeds = _xnor_conv()
         seeds.append(("integer_xnor_conv", ortquant.prepare_model(m, integer=True), feeds))

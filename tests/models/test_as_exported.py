@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
-import os
 import re
 import subprocess
 import sys
@@ -28,9 +26,10 @@ from typing import Any
 
 import pytest
 
+from realworld.rw_client import run_worker, worker_env
+
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "models" / "as_exported"
-WORKER = ROOT / "tests" / "realworld" / "rw_worker.py"
 # name -> (layers integer mode lowers, layers in all); each short one says why in `ortquant check --integer`
 LOWERED = {
     "conv1d_w4a4": (3, 3),
@@ -47,32 +46,9 @@ LOWERED = {
 NAMES = sorted(LOWERED)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("ORTQUANT_ISA", None)
-    py = str(ROOT / "python")
-    env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 @functools.cache
 def _results(mode: str) -> dict[str, dict[str, Any]]:
-    proc = subprocess.run(
-        [sys.executable, str(WORKER), mode, str(FOLDER), *NAMES],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=600,
-        check=False,
-    )
-    out = {}
-    for line in proc.stdout.splitlines():
-        if line.startswith("RW "):
-            res = json.loads(line[3:])
-            out[res["name"]] = res
-    for n in NAMES:
-        out.setdefault(n, {"error": f"worker exited {proc.returncode}: {proc.stderr[-800:]}"})
-    return out
+    return run_worker(mode, FOLDER, NAMES, timeout=600)
 
 
 def _outputs(mode: str, name: str) -> dict[str, dict[str, Any]]:
@@ -135,7 +111,7 @@ def test_check_integer_reports_the_lowered_layers(name: str) -> None:
         [sys.executable, "-m", "ortquant", "check", "--integer", str(FOLDER / f"{name}.onnx")],
         capture_output=True,
         text=True,
-        env=_env(),
+        env=worker_env(),
         timeout=300,
         check=False,
     )

@@ -20,16 +20,15 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from realworld.rw_client import run_worker
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("ORTQUANT_REALWORLD", ROOT.parent / "shared" / "conformance" / "realworld"))
-WORKER = Path(__file__).resolve().parent / "rw_worker.py"
 BATCH = 32  # models per worker process
 
 if not (CORPUS / "manifest.json").is_file():
@@ -43,34 +42,9 @@ LOAD_ONLY = {n for n, m in MANIFEST.items() if not m.get("ref_ok", True)} | {"th
 NOT_QONNX = {n for n in NAMES if n.startswith("thinker_")}
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("ORTQUANT_ISA", None)
-    py = str(ROOT / "python")
-    env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 @functools.cache
 def _results(mode: str) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for i in range(0, len(NAMES), BATCH):
-        names = NAMES[i : i + BATCH]
-        proc = subprocess.run(
-            [sys.executable, str(WORKER), mode, str(CORPUS), *names],
-            capture_output=True,
-            text=True,
-            env=_env(),
-            timeout=1800,
-            check=False,
-        )
-        for line in proc.stdout.splitlines():
-            if line.startswith("RW "):
-                res = json.loads(line[3:])
-                out[res["name"]] = res
-        for n in names:  # a crash of the worker leaves the rest of its batch without a result
-            out.setdefault(n, {"error": f"worker exited {proc.returncode}: {proc.stderr[-800:]}"})
-    return out
+    return run_worker(mode, CORPUS, NAMES, BATCH)
 
 
 def _result(mode: str, name: str) -> dict[str, Any]:

@@ -1,0 +1,41 @@
+"""The tests' side of ``rw_worker.py``: its environment and its runs in fresh processes, one per mode and batch of
+models (``tests/realworld/test_realworld.py`` on the published corpus, ``tests/models/test_as_exported.py`` on
+``models/as_exported``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKER = Path(__file__).resolve().parent / "rw_worker.py"
+
+
+def worker_env() -> dict[str, str]:
+    """This process's environment with the source tree's package first and no forced ISA (the user's default)."""
+    env = dict(os.environ)
+    env.pop("ORTQUANT_ISA", None)
+    py = str(ROOT / "python")
+    env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def run_worker(mode: str, corpus: Path, names: list[str], batch: int = 32, timeout: int = 1800) -> dict[str, Any]:
+    """{name: the worker's result} for every model of ``names`` in ``corpus`` (``<name>.onnx`` and ``.npz``), one
+    fresh worker process per ``batch`` models; a model the worker gave no result for (it crashed) gets an error."""
+    out: dict[str, Any] = {}
+    for i in range(0, len(names), batch):
+        chunk = names[i : i + batch]
+        proc = subprocess.run([sys.executable, str(WORKER), mode, str(corpus), *chunk], capture_output=True, text=True,
+                              env=worker_env(), timeout=timeout, check=False)  # fmt: skip
+        for line in proc.stdout.splitlines():
+            if line.startswith("RW "):
+                res = json.loads(line[3:])
+                out[res["name"]] = res
+        for n in chunk:  # a crash of the worker leaves the rest of its batch without a result
+            out.setdefault(n, {"error": f"worker exited {proc.returncode}: {proc.stderr[-800:]}"})
+    return out

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,21 @@ except ImportError:  # pragma: no cover - layout of another onnxruntime release
     ORT_ERRORS = (RuntimeError,)
 
 IR_VERSION = 10  # onnx 1.23 writes 14 by default, onnxruntime 1.31 reads at most 13 (decision 17)
+
+_SOURCE = Path(__file__).resolve().parents[1] / "python"
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment of a test's fresh Python process: this one's, with the source tree's package first on
+    PYTHONPATH (the developer build), except under ``ORTQUANT_TEST_INSTALLED=1`` (make wheel-test, make
+    ort-matrix), where the installed wheel is what is tested and the source tree must not shadow it."""
+    env = dict(os.environ)
+    if env.get("ORTQUANT_TEST_INSTALLED") != "1":
+        parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        env["PYTHONPATH"] = os.pathsep.join([str(_SOURCE), *(p for p in parts if p != str(_SOURCE))])
+    env.update(extra)
+    return env
+
 
 NP_TO_ONNX = {
     np.dtype(np.float32): TensorProto.FLOAT,

@@ -5,22 +5,21 @@ models (``tests/realworld/test_realworld.py`` on the published corpus, ``tests/m
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from conftest import subprocess_env
+
 WORKER = Path(__file__).resolve().parent / "rw_worker.py"
 
 
 def worker_env() -> dict[str, str]:
-    """This process's environment with the source tree's package first and no forced ISA (the user's default)."""
-    env = dict(os.environ)
+    """conftest.subprocess_env (the developer build, or the installed wheel under ORTQUANT_TEST_INSTALLED) with no
+    forced ISA (the user's default)."""
+    env = subprocess_env()
     env.pop("ORTQUANT_ISA", None)
-    py = str(ROOT / "python")
-    env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import subprocess_env
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("ORTQUANT_REALWORLD", ROOT.parent / "shared" / "conformance" / "realworld"))
 if not (CORPUS / "manifest.json").is_file():
@@ -54,25 +56,18 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    py = str(ROOT / "python")
-    env["PYTHONPATH"] = py + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_declared_input_lowered_checked_and_named(name: str) -> None:
     layer, declared = MODELS[name]
     path = CORPUS / f"{name}.onnx"
     check = subprocess.run([sys.executable, "-m", "ortquant", "check", "--integer", str(path)], capture_output=True,
-                           text=True, env=_env(), timeout=600, check=False)  # fmt: skip
+                           text=True, env=subprocess_env(), timeout=600, check=False)  # fmt: skip
     assert check.returncode == 0, check.stderr[-2000:]
     row = next((ln for ln in check.stdout.splitlines() if ln.startswith("int ") and f" {layer} " in ln), None)
     assert row is not None, check.stdout[-3000:]
     assert f"declared by {declared}" in row, row
     run = subprocess.run([sys.executable, "-c", _RUN, str(path), str(path.with_suffix(".npz"))],
-                         capture_output=True, text=True, env=_env(), timeout=600, check=False)  # fmt: skip
+                         capture_output=True, text=True, env=subprocess_env(), timeout=600, check=False)  # fmt: skip
     line = next((ln for ln in run.stdout.splitlines() if ln.startswith("RESULT ")), None)
     assert line is not None, run.stderr[-2000:]
     res = json.loads(line[len("RESULT ") :])

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import subprocess_env
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("ORTQUANT_REALWORLD", ROOT.parent / "shared" / "conformance" / "realworld"))
 MODEL = CORPUS / "qonnx2mdc_mnist.onnx"
@@ -70,10 +72,9 @@ print("RESULT " + json.dumps({"ops": ops, "stored": stored, "random": random, "c
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    env = dict(os.environ)
+    env = subprocess_env()
     env.pop("ORTQUANT_ISA", None)
     env.pop("ORTQUANT_INTEGER_BACKEND", None)
-    env["PYTHONPATH"] = str(ROOT / "python") + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.run(
         [sys.executable, "-c", SCRIPT, str(MODEL), str(MODEL.with_suffix(".npz"))],
         capture_output=True, text=True, env=env, timeout=600, check=False,

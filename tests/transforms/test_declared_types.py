@@ -18,7 +18,7 @@ from _oracle import ort_with_library
 from onnx import TensorProto, helper
 
 import ortquant
-from conftest import ORT_ERRORS, assert_bitexact
+from conftest import ORT_ERRORS, assert_bitexact, subprocess_env
 from ortquant.cli import main
 from ortquant.transforms.declared_types import contradictions, fix_declared_types
 
@@ -97,7 +97,6 @@ def test_wrong_graph_output_of_custom_op_is_corrected():
 def test_torch2_exports_load_in_a_fresh_process(case, tmp_path):
     """A user's process has registered nothing (no ONNX schemas): the rewrite must still find the contradictions."""
     import json
-    import os
     import subprocess
 
     model = _inject_float_value_info(onnx.load(str(DATA / f"{case}.onnx")))
@@ -112,8 +111,7 @@ def test_torch2_exports_load_in_a_fresh_process(case, tmp_path):
         f"np.savez({str(tmp_path / 'outs.npz')!r}, *outs)\n"
         "print(json.dumps(len(outs)))\n"
     )
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, PYTHONPATH=str(root / "python"))
+    env = subprocess_env()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-1500:]
     got = np.load(tmp_path / "outs.npz")

@@ -5,7 +5,6 @@ through the public API, on published files of the real-world corpus that list th
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -16,6 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from conftest import subprocess_env
 from ortquant.transforms import PrepareOptions, apply_pipeline
 from ortquant.transforms.initializer_inputs import constant_initializers, initializer_inputs
 
@@ -76,7 +76,7 @@ def test_overridable_initializers_keeps_the_model_as_published():
 
 
 def _fresh(code: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    env = subprocess_env()
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=600, check=False
     )

@@ -3,7 +3,6 @@ nothing of it gets the oldest IR version that holds what it uses; the public API
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from conftest import subprocess_env
 from ortquant.transforms.ir_version import NEWEST_READ, fit_ir_version, needed_ir_version
 
 Q = "qonnx.custom_op.general"
@@ -96,16 +96,16 @@ def test_public_api_loads_an_ir_14_file_in_a_fresh_process(tmp_path):
         "    assert np.array_equal(y, np.clip(np.round(x / 0.5), -8, 7) * 0.5), (kw, y)\n"
         "print('ok')\n"
     )
-    env = {"PYTHONPATH": str(ROOT / "python")}
+    env = subprocess_env()
     proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300, check=False)  # fmt: skip
+                          env=env, timeout=300, check=False)  # fmt: skip
     assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout + proc.stderr
     # ortquant prepare writes the file onnxruntime reads, and check says what changed
     out = tmp_path / "prepared.onnx"
     proc = subprocess.run([sys.executable, "-m", "ortquant", "prepare", str(path), str(out)], capture_output=True,
-                          text=True, env={**os.environ, **env}, timeout=300, check=False)  # fmt: skip
+                          text=True, env=env, timeout=300, check=False)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert onnx.load(out).ir_version == 10
     proc = subprocess.run([sys.executable, "-m", "ortquant", "check", str(path)], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=300, check=False)  # fmt: skip
+                          env=env, timeout=300, check=False)  # fmt: skip
     assert "rewrite fit_ir_version:\n    IR version 14 -> 10" in proc.stdout, proc.stdout

@@ -738,7 +738,8 @@ def _lower(g: _Graph, node: onnx.NodeProto, evaluate: object, backend: str = "en
     if backend == "mixed":  # the engine where the weight codes fit int8 (or do with a shift), else float-exact
         backend = "engine" if fits or shift is not None else "float"
     if "act_channel_scales" in act and (backend != "engine" or not (fits or shift is not None)):
-        raise _SkipError("a per-channel activation scale runs on the engine only, and the weight codes do not fit int8")
+        raise _SkipError("a per-channel activation scale runs on the int8 engine only (here the float-exact backend: "
+                         "ORTQUANT_INTEGER_BACKEND=float, or weight codes wider than int8)")  # fmt: skip
     if op == "ConvTranspose":  # no engine op: onnxruntime's ConvTranspose on the integer values, where exact
         if backend == "engine" and integer_backend() == "engine":
             raise _SkipError("ConvTranspose runs on the float-exact backend only (ORTQUANT_INTEGER_BACKEND=engine)")

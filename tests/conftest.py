@@ -31,7 +31,7 @@ IR_VERSION = 10  # onnx 1.23 writes 14 by default, onnxruntime 1.31 reads at mos
 _SOURCE = Path(__file__).resolve().parents[1] / "python"
 
 
-def subprocess_env(**extra: str) -> dict[str, str]:
+def subprocess_env() -> dict[str, str]:
     """The environment of a test's fresh Python process: this one's, with the source tree's package first on
     PYTHONPATH (the developer build), except under ``ORTQUANT_TEST_INSTALLED=1`` (make wheel-test, make
     ort-matrix), where the installed wheel is what is tested and the source tree must not shadow it."""
@@ -39,7 +39,6 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     if env.get("ORTQUANT_TEST_INSTALLED") != "1":
         parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         env["PYTHONPATH"] = os.pathsep.join([str(_SOURCE), *(p for p in parts if p != str(_SOURCE))])
-    env.update(extra)
     return env
 
 

@@ -38,3 +38,14 @@ def run_worker(mode: str, corpus: Path, names: list[str], batch: int = 32, timeo
         for n in chunk:  # a crash of the worker leaves the rest of its batch without a result
             out.setdefault(n, {"error": f"worker exited {proc.returncode}: {proc.stderr[-800:]}"})
     return out
+
+
+def assert_exact(name: str, res: dict[str, Any]) -> None:
+    """exact=True's claim for one worker result: every output equal to the stored qonnx reference bit for bit, or,
+    where that reference was made on a CPU whose onnxruntime float kernels round differently (MLAS is
+    ISA-specific), to qonnx run on this machine."""
+    if all(e["bitexact"] for e in res["outputs"].values()):
+        return
+    assert "local" in res, f"{name}: differs from the stored reference and qonnx did not run here: {res}"
+    for out, e in res["local"]["outputs"].items():
+        assert e["bitexact"], f"{name}: output {out} differs from qonnx run on this machine: {e}"

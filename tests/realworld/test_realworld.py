@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from realworld.rw_client import run_worker
+from realworld.rw_client import assert_exact, run_worker
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("ORTQUANT_REALWORLD", ROOT.parent / "shared" / "conformance" / "realworld"))
@@ -82,11 +82,7 @@ def test_exact(name: str) -> None:
     if name in LOAD_ONLY or name in NOT_QONNX:
         _check_close(name, res)
         return
-    if all(e["bitexact"] for e in res["outputs"].values()):
-        return
-    assert "local" in res, f"{name}: differs from the stored reference and qonnx did not run here: {res}"
-    for out, e in res["local"]["outputs"].items():
-        assert e["bitexact"], f"{name}: output {out} differs from qonnx run on this machine: {e}"
+    assert_exact(name, res)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -333,13 +333,10 @@ def _activation(
         and node.op_type in _QUANT
         and not chain
         and s_value.dtype == np.float32
-        and s_value.size == channels > 1
-        and not np.all(s_value == s_value.ravel()[0])
         and x_shape is not None
         and len(x_shape) == 4
-        and s_value.ndim <= 4
-        and (1,) * (4 - s_value.ndim) + tuple(s_value.shape) == (1, channels, 1, 1)
         and x_shape[1] == channels
+        and _per_channel_axis1(s_value, x_shape)
     ):
         channel_scales = s_value.ravel()
         if not np.all(np.isfinite(channel_scales) & (channel_scales > 0)):

@@ -113,18 +113,11 @@ std::vector<integer::ActQuant> channel_act_quants(const KernelInfo& info, const 
   if (static_cast<int64_t>(scales.size()) != channels)
     throw_error("attribute 'act_channel_scales' must have one scale per input channel (", channels, "), got ",
                 scales.size());
-  RoundMode mode;
-  const std::string mode_name = info.attr_string("act_rounding_mode", "ROUND");
-  if (!parse_qonnx_round_mode(mode_name, &mode))
-    throw_error("attribute 'act_rounding_mode': unknown rounding mode '", mode_name, "'");
-  std::vector<integer::ActQuant> out;
-  out.reserve(scales.size());
-  for (const float s : scales) {
-    if (!(std::isfinite(s) && s > 0.f))
-      throw_error("attribute 'act_channel_scales': scale ", s, " is not finite and positive");
-    out.push_back(integer::make_act_quant(s, act.zeropt, info.attr_int("act_bits", 8),
-                                          info.attr_bool("act_signed", true), info.attr_bool("act_narrow", false),
-                                          mode, false));
+  std::vector<integer::ActQuant> out(scales.size(), act);  // the scale is the only field that differs
+  for (size_t c = 0; c < scales.size(); ++c) {
+    if (!(std::isfinite(scales[c]) && scales[c] > 0.f))
+      throw_error("attribute 'act_channel_scales': scale ", scales[c], " is not finite and positive");
+    out[c].scale = scales[c];
   }
   return out;
 }

@@ -203,6 +203,39 @@ def test_qconv_depthwise_padding_code_matches_reference_bitwise(isa, act, case):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+# Depthwise layers whose weights are small enough for the int16 row kernel with any int8 codes (128 * sum |w| <=
+# 32767): codes of every sign and every padding code, among them -128 (an unsigned 8-bit quantizer with zero point
+# 0 stores a - 128), and fewer than 8 channels (the row kernel instead of the plane kernel).
+DW_SMALL_W_CASES = [
+    # (n, c, h, w), kh, kw, pads
+    ((1, 3, 24, 40), 3, 3, (1, 1, 1, 1)),
+    ((2, 5, 9, 17), 5, 5, (2, 2, 2, 2)),
+    ((1, 16, 18, 33), 3, 3, (1, 2, 0, 1)),
+    ((1, 1, 70, 48), 3, 3, (1, 1, 1, 1)),
+]
+DW_SMALL_W_ACTS = [
+    {"bits": 8, "signed": False},  # stored a - 128: the padding code -128
+    {"bits": 8, "signed": True},
+    {"bits": 4, "signed": True},
+    {"bits": 6, "signed": False, "zeropt": 3.0},
+]
+
+
+@pytest.mark.parametrize("act", DW_SMALL_W_ACTS, ids=lambda a: "-".join(f"{k}{v}" for k, v in a.items()))
+@pytest.mark.parametrize("case", range(len(DW_SMALL_W_CASES)))
+def test_qconv_depthwise_small_weights_any_codes_match_reference_bitwise(isa, act, case):
+    xs, kh, kw, pa = DW_SMALL_W_CASES[case]
+    rng = np.random.default_rng(700 + case)
+    act = {"scale": 0.021, **act}
+    x = _acts(rng, xs, 0.021)
+    w = rng.integers(-8, 8, (xs[1], 1, kh, kw)).astype(np.int8)
+    s, b = _channel_params(rng, xs[1], 0.021)
+    for relu in (False, True):
+        got = kernels.qconv(x, w, s, b, strides=(1, 1), pads=pa, group=xs[1], relu=relu, **act)
+        want = ref.qconv(x, w, s, b, strides=(1, 1), pads=pa, group=xs[1], relu=relu, **act)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 # Outputs of more than 1 MiB of int32 sums run in bands of output rows (QConv::run_bands): each band copies its
 # input rows (with the halo of a 3x3 kernel, the padding rows at the image's edges, a last short band; a plain 1x1
 # layer reads them in place) and rescales in cache. Shapes as in hls4ml's separable convolutions (few channels,

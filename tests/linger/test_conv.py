@@ -178,6 +178,49 @@ def test_depthwise_nonnegative_inputs_match_reference(kernel, case, rng):
         assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, c))
 
 
+# Stride-1 depthwise with signed inputs (no promise: x_max = -1) and weights small enough that 128 * max_c sum_t |w|
+# fits int16: the vector path's int16 row kernel (inputs sign-extended) also for fewer than 8 channels, where the
+# plane kernel ran before. Cases at the bound exactly (sum |w| = 255 with every input -128) and one past it (256: the
+# block or the plane kernel), 1 to 17 channels, 3x3 / 5x5 / 1x7 kernels, dilation, asymmetric pads.
+# (N, C, H, W, kh, kw, pads [t, l, b, r], dilations, |w| max; -1 / -2: channel 0 at sum |w| 255 / 256)
+S1_SIGNED_CASES = [
+    (1, 3, 20, 40, 3, 3, (1, 1, 1, 1), (1, 1), 7),
+    (2, 1, 9, 16, 3, 3, (1, 1, 1, 1), (1, 1), 28),
+    (1, 5, 9, 17, 5, 5, (2, 2, 2, 2), (1, 1), 10),
+    (1, 7, 8, 31, 1, 7, (0, 3, 0, 2), (1, 1), 30),
+    (1, 6, 12, 20, 3, 3, (2, 1, 2, 0), (2, 1), 20),
+    (1, 17, 7, 33, 3, 3, (1, 1, 1, 1), (1, 1), 28),
+    (1, 3, 6, 24, 3, 3, (1, 1, 1, 1), (1, 1), -1),
+    (1, 3, 6, 24, 3, 3, (1, 1, 1, 1), (1, 1), -2),
+    (1, 2, 70, 50, 3, 3, (1, 1, 1, 1), (1, 1), 7),  # bands of rows
+]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("case", S1_SIGNED_CASES)
+def test_depthwise_signed_inputs_small_weights_match_reference(kernel, case, rng):
+    n, c, h, w, kh, kw, p, d, w_max = case
+    x = rng.integers(-128, 128, (n, c, h, w)).astype(np.int8)
+    if w_max > 0:
+        wt = rng.integers(-w_max, w_max + 1, (c, 1, kh, kw)).astype(np.int8)
+    else:  # channel 0: sum |w| = 255 (-1) or 256 (-2) over nine taps, every input -128: the extreme sums
+        wt = rng.integers(-7, 8, (c, 1, kh, kw)).astype(np.int8)
+        wt[0] = np.array([127, 127, 1 - w_max, 0, 0, 0, 0, 0, 0]).reshape(1, 3, 3)
+        x[0, 0] = -128
+    x[0, 0, 0, :3] = [-128, 127, -128]
+    b = rng.integers(-(2**20), 2**20, c).astype(np.int32)
+    s = (1, 1)
+    want_raw = ref.conv2d_acc(x, wt, None, s, p, d, c).astype(np.int32)
+    for algo in ("auto", "nhwc", "planes"):
+        args = dict(strides=[1, 1], pads=list(p), dilations=list(d), group=c, kernel=kernel, algo=algo)
+        for threads in (1, 2):
+            assert_bitexact(_C.conv2d(x, wt, None, kind="raw", threads=threads, **args), want_raw)
+        got = _C.conv2d(x, wt, b, kind="int8", ratio=16.0 / (64 * 128), lo=-8.0, hi=7.0, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 64.0, 128.0, 16.0, 4, s, p, d, c))
+        got = _C.conv2d(x, wt, b, kind="float", fdiv=3.0 * 128, **args)
+        assert_bitexact(got, ref.conv2d(x, wt, b, 3.0, 128.0, None, None, s, p, d, c))
+
+
 def test_depthwise_x_max_promise_is_checked(rng):
     x = np.full((1, 16, 4, 20), 3, np.int8)
     with pytest.raises(Exception, match="outside"):

@@ -695,16 +695,28 @@ Shape Conv2d::output_shape(const Shape& x) const {
 }
 
 
-ConvAlgo Conv2d::algo(Kernel kernel, ConvAlgo algo) const {
+ConvAlgo Conv2d::algo(Kernel kernel, ConvAlgo algo, const Shape* xs, const Epilogue* ep) const {
   if (!dwn_) return ConvAlgo::kPlanes;
   if (algo == ConvAlgo::kAuto) algo = forced_;
   if (algo != ConvAlgo::kAuto) return algo;
   // Measured (BENCHMARKS.md): the channels-last kernel (AVX2 code, run on every vector path) wins on every depthwise
   // layer with at least 8 channels, on AVX2 and on AVX-512 VNNI (Zen 4: 0.77-0.84x MLAS's time, the AVX-512 plane
-  // kernel 1.8-2.2x).
+  // kernel 1.8-2.2x). With fewer channels its 16-channel block is mostly empty, but its stride-1 row kernel
+  // (dw_rows_s1: one channel at a time, no block) still applies: measured on a 3-channel 3 x 3 layer over 512 x 512
+  // (exm_separable's first, Zen 3, AVX2; BENCHMARKS.md) it takes a fraction of the plane kernel's time.
   const Kernel k = gemm::resolve_kernel(kernel);
-  const bool vec = k != Kernel::kScalar;
-  return vec && m_ >= 8 ? ConvAlgo::kNhwc : ConvAlgo::kPlanes;
+  if (k == Kernel::kScalar) return ConvAlgo::kPlanes;
+  if (m_ >= 8) return ConvAlgo::kNhwc;
+  return xs != nullptr && ep != nullptr && row_kernel(*xs, *ep, k) ? ConvAlgo::kNhwc : ConvAlgo::kPlanes;
+}
+
+bool Conv2d::row_kernel(const Shape& xs, const Epilogue& ep, Kernel kernel) const {
+  if (!dwn_ || xs.size() != 4) return false;
+  const Shape os = output_shape(xs);
+  DwNhwcArgs d{nullptr, xs[1], xs[2], xs[3], a_, os[2], os[3], xs[2] + a_.pt + a_.pb, xs[3] + a_.pl + a_.pr,
+               dwn_.get(), nullptr, &ep, nullptr};
+  d.exact32 = gemm::resolve_kernel(kernel) == Kernel::kAvx512Vnni && ep.kind == gemm::OutKind::kRaw;
+  return dw_rows_s1(d);
 }
 
 void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out, const Parallel& par,
@@ -712,7 +724,8 @@ void Conv2d::run(const int8_t* x, const Shape& xs, const Epilogue& ep, void* out
   const Shape os = output_shape(xs);
   const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], oh = os[2], ow = os[3];
   if (n == 0 || oh * ow == 0) return;
-  if (algo(kernel, algo_req) == ConvAlgo::kNhwc && run_dw_nhwc(x, xs, ep, out, nullptr, par, kernel)) return;
+  if (algo(kernel, algo_req, &xs, &ep) == ConvAlgo::kNhwc && run_dw_nhwc(x, xs, ep, out, nullptr, par, kernel))
+    return;
   const PhaseGrid g = phase_grid(h, w, a_, oh, ow);
   if (depthwise_) {
     DepthwiseArgs d{x, w_.data(), c, h, w, m_, a_, g, &ep, out};
@@ -765,8 +778,8 @@ bool Conv2d::run_dw_nhwc(const int8_t* x, const Shape& xs, const Epilogue& ep, v
   return true;
 }
 
-bool Conv2d::dw_raw_ok(const Shape& xs, Kernel kernel) const {
-  if (!dwn_ || algo(kernel) != ConvAlgo::kNhwc) return false;
+bool Conv2d::dw_raw_ok(const Shape& xs, Kernel kernel, const Epilogue* ep) const {
+  if (!dwn_ || algo(kernel, ConvAlgo::kAuto, &xs, ep) != ConvAlgo::kNhwc) return false;
   const Shape os = output_shape(xs);
   if (os[0] == 0 || os[2] * os[3] == 0) return true;
   DwNhwcArgs d{nullptr, xs[1], xs[2], xs[3], a_, os[2], os[3], xs[2] + a_.pt + a_.pb, xs[3] + a_.pl + a_.pr,
@@ -780,9 +793,11 @@ bool Conv2d::dw_raw_ok(const Shape& xs, Kernel kernel) const {
 
 void Conv2d::run_raw_dw(const int8_t* x, const Shape& xs, const Epilogue& ep, const BandSink& sink,
                         const Parallel& par, Kernel kernel, int32_t pad_code) const {
-  if (!dw_raw_ok(xs, kernel)) throw_error("run_raw_dw: this convolution does not take the channels-last depthwise kernel");
+  if (!dw_raw_ok(xs, kernel, &ep))
+    throw_error("run_raw_dw: this convolution does not take the channels-last depthwise kernel");
   if (ep.kind != gemm::OutKind::kRaw) throw_error("run_raw_dw: the epilogue must produce raw sums");
-  if (pad_code < 0 || pad_code > 127) throw_error("run_raw_dw: the padding code must lie in [0, 127], got ", pad_code);
+  if (pad_code < -128 || pad_code > 127)
+    throw_error("run_raw_dw: the padding code must lie in [-128, 127], got ", pad_code);
   const Shape os = output_shape(xs);
   if (os[0] == 0 || os[2] * os[3] == 0) return;
   const bool pads = a_.pt != 0 || a_.pl != 0 || a_.pb != 0 || a_.pr != 0;

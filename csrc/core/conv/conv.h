@@ -105,12 +105,14 @@ class Conv2d {
                      const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
   // run_raw_dw applies on kernel path `kernel`: a depthwise layer (group == channels == outputs) that run() computes
   // with the channels-last kernel (algo() == kNhwc).
-  bool dw_raw_ok(const Shape& xs, gemm::Kernel kernel = gemm::Kernel::kAuto) const;
+  // ep (optional): the epilogue run_raw_dw will get; a layer of fewer than 8 channels takes the kernel only where
+  // its stride-1 row kernel applies, which depends on ep's activation promise (algo()).
+  bool dw_raw_ok(const Shape& xs, gemm::Kernel kernel = gemm::Kernel::kAuto, const gemm::Epilogue* ep = nullptr) const;
   // The channels-last depthwise kernel with ep.kind == kRaw, in bands of output rows (dwnhwc.h): `sink` gets the sums
   // of output rows [y0, y1) of each channel c of image b ([y1 - y0][ow] int32; BandSink with g = c) while they are
   // in cache, on the pool's threads (it must not throw and must be safe to call concurrently for distinct (b, c,
   // y0)). Same sums as run(). Throws Error when !dw_raw_ok(xs, kernel) or ep.kind != kRaw.
-  // pad_code (0 .. 127): the code the padding holds. The kernel pads with 0 and the sums of the outputs at the
+  // pad_code (-128 .. 127): the code the padding holds. The kernel pads with 0 and the sums of the outputs at the
   // border get pad_code times the weights of their padding taps (add_pad_sums) before the sink sees them.
   void run_raw_dw(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, const BandSink& sink,
                   const gemm::Parallel& par, gemm::Kernel kernel = gemm::Kernel::kAuto, int32_t pad_code = 0) const;
@@ -120,7 +122,10 @@ class Conv2d {
   // skipped). Exact: the result is the sums of an input padded with pad_code.
   void add_pad_sums(int32_t* sums, int64_t j, int64_t y0, int64_t y1, int64_t h, int64_t w, int32_t pad_code) const;
   // The algorithm run() uses for `algo` (kAuto: the measured per-layer rule, docs/ops.md) on kernel path `kernel`.
-  ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto) const;
+  // xs, ep (optional): the input shape and epilogue of the run; without them a depthwise layer of fewer than 8
+  // channels gets the plane kernel.
+  ConvAlgo algo(gemm::Kernel kernel, ConvAlgo algo = ConvAlgo::kAuto, const Shape* xs = nullptr,
+                const gemm::Epilogue* ep = nullptr) const;
 
  private:
   // add_pad_sums' per-call part: the output columns [cl, cr) that read no padding column, and per output channel
@@ -135,6 +140,8 @@ class Conv2d {
   void run_gemm(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const RawSink* sink,
                 const gemm::Parallel& par, gemm::Kernel kernel, const QuadFill* fill = nullptr,
                 int64_t plane_stride = 0) const;
+  // The channels-last depthwise kernel's stride-1 row kernel (dw_rows_s1) applies to a run on xs with ep.
+  bool row_kernel(const Shape& xs, const gemm::Epilogue& ep, gemm::Kernel kernel) const;
   // The channels-last depthwise kernel (algo() == kNhwc); false when its scratch size would overflow.
   bool run_dw_nhwc(const int8_t* x, const Shape& xs, const gemm::Epilogue& ep, void* out, const BandSink* sink,
                    const gemm::Parallel& par, gemm::Kernel kernel) const;

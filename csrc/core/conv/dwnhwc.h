@@ -93,16 +93,26 @@ inline bool dw_rows_s2(const DwNhwcArgs& d) {
          d.ow >= 8;
 }
 // The row kernel of the vector path for stride-1 layers (horizontal dilation 1, at least 16 output columns, at most
-// 64 taps) whose sums provably fit int16: activations promised in [0, x_max] (Epilogue::x_max, integer mode's
-// non-negative codes) with x_max * max_c sum_t |w[c][t]| <= 32767, so every partial sum fits too. Per channel the
-// band's input rows are widened once into a zero-padded int16 plane; each 16 output columns of a row are then
-// kh * kw (load, vpmullw by the broadcast weight, vpaddw), exact, widened to int32 for the epilogue or the sink.
-// No channels-last block and no transposes.
-// (With exact32, the AVX-512 VNNI body's int32 sums: no such bound.)
+// 64 taps) whose sums provably fit int16: every |activation| <= a (dw_rows_s1_abs_max: x_max when the activations
+// are promised in [0, x_max] (Epilogue::x_max, integer mode's non-negative codes), else 128, true of every int8) with
+// a * max_c sum_t |w[c][t]| <= 32767, so every partial sum fits too. Per channel the band's input rows are widened
+// (sign-extended) once into a zero-padded int16 plane; each 16 output columns of a row are then kh * kw (load,
+// vpmullw by the broadcast weight, vpaddw), exact, widened to int32 for the epilogue or the sink. No channels-last
+// block and no transposes. (With exact32 and non-negative activations, the AVX-512 VNNI body's int32 sums,
+// dw_rows_s1_vnni: no such bound.)
+inline bool dw_rows_s1_shape(const DwNhwcArgs& d) {
+  return d.a.sh == 1 && d.a.sw == 1 && d.a.dw == 1 && d.ow >= 16 && d.wts->taps <= 64 && d.ep != nullptr;
+}
+inline bool dw_rows_s1_nonneg(const DwNhwcArgs& d) { return d.ep->x_max >= 0 && d.ep->x_max <= 127; }
+inline int64_t dw_rows_s1_abs_max(const DwNhwcArgs& d) { return dw_rows_s1_nonneg(d) ? d.ep->x_max : 128; }
+// The AVX-512 VNNI body's row kernel: vpdpbusd takes the activations as unsigned bytes, so they must be promised
+// non-negative.
+inline bool dw_rows_s1_vnni(const DwNhwcArgs& d) {
+  return dw_rows_s1_shape(d) && d.exact32 && dw_rows_s1_nonneg(d);
+}
 inline bool dw_rows_s1(const DwNhwcArgs& d) {
-  return d.a.sh == 1 && d.a.sw == 1 && d.a.dw == 1 && d.ow >= 16 && d.wts->taps <= 64 && d.ep != nullptr &&
-         d.ep->x_max >= 0 && d.ep->x_max <= 127 &&
-         (d.exact32 || int64_t{d.ep->x_max} * d.wts->abs_sum_max <= 32767);
+  return dw_rows_s1_shape(d) &&
+         (dw_rows_s1_vnni(d) || dw_rows_s1_abs_max(d) * d.wts->abs_sum_max <= 32767);
 }
 // Its padded row stride in int16 elements: the vectors read up to column round16(ow) + kw - 2 (the last 16 columns
 // of a row are computed at ow - 16, overlapping); the widening writes columns [pl, pl + w).

@@ -2,8 +2,8 @@
 // for raw sums (OutKind::kRaw: integer mode's sink, or an int32 output), on vpdpbusd. Every other layer and output
 // kind runs the AVX2 body (avx2::dw_nhwc_tasks).
 //
-// The row kernel's inputs are non-negative codes (Epilogue::x_max <= 127), so they are vpdpbusd's unsigned bytes
-// as they are. Per channel, each padded input row of the band becomes a quad row: for output column o and tap
+// The row kernel's inputs are non-negative codes (Epilogue::x_max <= 127, dw_rows_s1_vnni), so they are vpdpbusd's
+// unsigned bytes as they are. Per channel, each padded input row of the band becomes a quad row: for output column o and tap
 // group g (taps 4g .. 4g + 3 of a kernel row, the missing ones weighted 0) the 32-bit lane o holds the padded
 // input bytes o + 4g .. o + 4g + 3, built 8 columns at a time by one vpshufb of two overlapping 16-byte loads.
 // Then 16 output columns of a row are kh * groups (load, vpdpbusd against the broadcast weight quad): exact int32
@@ -191,7 +191,7 @@ void rows_s1(const DwNhwcArgs& d, const DwUnit& u, int8_t* scratch, int32_t* sum
 }  // namespace
 
 void dw_nhwc_tasks(const DwNhwcArgs& d, int64_t t0, int64_t t1, int8_t* scratch) {
-  if (d.ep->kind != OutKind::kRaw || !dw_rows_s1(d)) {
+  if (d.ep->kind != OutKind::kRaw || !dw_rows_s1_vnni(d)) {
     avx2::dw_nhwc_tasks(d, t0, t1, scratch);
     return;
   }

@@ -1003,7 +1003,7 @@ void QConv::run_engine(In in, const Shape& xs, const Shape& os, Out out, const g
   const Shape padded_shape = explicit_pad_ ? Shape{xs[0], xs[1], checked_add(xs[2], a_.pt + a_.pb, "padded height"),
                                                    checked_add(xs[3], a_.pl + a_.pr, "padded width")}
                                            : xs;
-  const bool dw = conv_.depthwise() && conv_.dw_raw_ok(padded_shape, kernel);
+  const bool dw = conv_.depthwise() && conv_.dw_raw_ok(padded_shape, kernel, &ep);
   if (band > 0 && !dw) return run_bands(codes, xs, os, band, out, par, kernel, tsum);
   const int8_t* engine_in = codes;
   Shape es = xs;

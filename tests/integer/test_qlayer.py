@@ -166,6 +166,32 @@ def test_qconv_matches_reference_bitwise(isa, act, case, relu):
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
+# 1x1 layers of at most 4 input channels (QConv::run_small_k): the vector paths sum an output in int16 when 128 *
+# sum_c |w| <= 32767, else in int32. Outputs on both sides of that bound (sum |w| 255 and 256, the inputs' codes
+# at -128 and 127), small and full-range weights, pixel counts that leave a tail of fewer than 16 and span several
+# pieces of 1024.
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+@pytest.mark.parametrize("hw", [(3, 7), (37, 41), (33, 64)])
+def test_qconv_small_k_int16_sums_match_reference_bitwise(isa, k, hw):
+    rng = np.random.default_rng(800 + k)
+    act = {"scale": 0.021, "bits": 8, "signed": True}
+    x = _acts(rng, (2, k, *hw), 0.021)
+    x[0, :, 0, :] = -200.0  # codes -128
+    x[1, :, 0, :] = 200.0  # codes 127
+    edge = [[127, 127, 1, 0], [127, 127, 2, 0], [-127, -128, 0, 0], [255 // k] * 4, [-(256 // k + 1)] * 4]
+    w = np.concatenate(
+        [
+            np.array([row[:k] for row in edge], np.int64).clip(-128, 127),
+            rng.integers(-8, 8, (6, k)),
+            rng.integers(-128, 128, (3, k)),
+        ]
+    ).astype(np.int8)[:, :, None, None]
+    s, b = _channel_params(rng, w.shape[0], 0.021)
+    got = kernels.qconv(x, w, s, b, **act)
+    want = ref.qconv(x, w, s, b, **act)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 # Depthwise layers (one input channel per output) whose padding code is not 0 keep the engine's pads: the engine
 # pads with the code 0 and the sums of the border outputs get the padding code times the weights of their padding
 # taps (Conv2d::add_pad_sums). Every geometry of the border: asymmetric pads, strides, dilations, pads as wide as the

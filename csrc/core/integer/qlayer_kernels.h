@@ -41,7 +41,8 @@ ORTQUANT_DECLARE_ISA_FN(bool, rescale_codes_rows_isa,
                         (const int32_t* acc, int64_t rows, int64_t n, int8_t* codes, const int64_t* corr,
                          const double* s, const double* b, bool relu, const ActQuant& q, const CodesFastRows& f))
 // A 1x1 convolution with few input channels, straight: acc[j * ld + p] = sum_c w[j * k + c] * x[c * plane + p] for
-// j < m, p < n (int32, exact: |sum| <= k * 128 * 128).
+// j < m, p < n (int32, exact: |sum| <= k * 128 * 128). The vector paths add 16 pixels per vector in int16 for the
+// outputs whose 128 * sum_c |w[j * k + c]| <= 32767 (every partial sum fits), the others in int32.
 ORTQUANT_DECLARE_ISA_FN(void, small_k_sums_isa,
                         (const int8_t* x, int64_t plane, int64_t k, const int8_t* w, int64_t m, int64_t n, int32_t* acc,
                          int64_t ld))

@@ -100,7 +100,6 @@ def test_fused_1d_pool_behind_the_squeeze(opset):
         ({"kernel_shape": [2, 2], "strides": [2, 2], "pads": [0, 0, 1, 1]}, False),  # padded
         ({"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}, False),  # ceil rounding
         ({"kernel_shape": [2, 2], "strides": [2, 2], "dilations": [2, 2]}, False),
-        ({"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "strides": [2, 2]}, False),
         ({"kernel_shape": [2, 2], "strides": [2, 2]}, True),  # the convolution's output is also a graph output
         # an attribute MaxPool does not have: onnxruntime refuses the node, so it stays for it to refuse
         ({"kernel_shape": [2, 2], "strides": [2, 2], "narrow": 1}, False),
@@ -114,6 +113,25 @@ def test_other_pools_stay_as_they_are(pool, extra_output):
     assert [n.op_type for n in lowered.graph.node] == ["QConv", "MaxPool"]
     assert not any(a.name == "pool" for a in lowered.graph.node[0].attribute)
     assert fuse_integer_maxpool(lowered) is lowered
+
+
+def test_a_same_padded_pool_is_taken_where_it_pads_nothing():
+    # auto_pad SAME_UPPER becomes explicit pads (explicit_pads): none for a 12 x 12 output and 2 x 2 windows, so
+    # the pool goes into the QConv; one row and column for 13 x 13, so it stays a MaxPool
+    m, p = _model([1, 4, 12, 12], [3, 3], {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "strides": [2, 2]})
+    lowered = ortquant.prepare_model(m, integer=True)
+    assert [n.op_type for n in lowered.graph.node] == ["QConv"]
+    x = np.random.default_rng(2).normal(0, 1, (1, 4, 12, 12)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(got, _want(x, p, [3, 3], [2, 2]))
+    m, _ = _model([1, 4, 13, 13], [3, 3], {"kernel_shape": [2, 2], "auto_pad": "SAME_UPPER", "strides": [2, 2]})
+    lowered = ortquant.prepare_model(m, integer=True)
+    assert [n.op_type for n in lowered.graph.node] == ["QConv", "MaxPool"]
+    x = np.random.default_rng(3).normal(0, 1, (1, 4, 13, 13)).astype(np.float32)
+    got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
+    want = ortquant.InferenceSession(m).run(None, {"x": x})[0]
+    assert got.shape == want.shape == (1, 6, 7, 7)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * float(np.max(np.abs(want))))
 
 
 def test_a_model_without_qconv_is_returned_as_is():

@@ -20,6 +20,7 @@ from ortquant.transforms.channels_last import rewrite_channels_last
 from ortquant.transforms.check_trunc import check_trunc_versions
 from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.drop_unused_initializers import drop_unused_initializers
+from ortquant.transforms.explicit_pads import explicit_pads
 from ortquant.transforms.fold_constant_arith import fold_constant_arith
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.initializer_inputs import constant_initializers
@@ -94,6 +95,9 @@ PIPELINE: list[Transform] = [
     # Arithmetic on constants (a bias quantizer's Ceil-computed bit width) folds, so that the quantizers behind it
     # have constant inputs for the integer lowering and the weight-quantizer fold.
     Transform("fold_constant_arith", fold_constant_arith),
+    # Integer mode: auto_pad (SAME_UPPER / SAME_LOWER / VALID) becomes the explicit pads onnxruntime computes, which
+    # the lowering and the grid rules read.
+    Transform("explicit_pads", explicit_pads, lambda o: o.integer),
     # Integer mode: quantized Conv/MatMul/Gemm layers -> ortquant.integer ops (reads the weight quantizers).
     Transform("lower_integer", lower_integer, lambda o: o.integer),
     # Integer mode: a constant bias Add (and a Relu) right after a lowered layer go into its B (and relu).

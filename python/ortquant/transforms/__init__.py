@@ -22,6 +22,7 @@ from ortquant.transforms.declared_types import fix_declared_types
 from ortquant.transforms.drop_unused_initializers import drop_unused_initializers
 from ortquant.transforms.explicit_pads import explicit_pads
 from ortquant.transforms.fold_constant_arith import fold_constant_arith
+from ortquant.transforms.fold_constant_shapes import fold_constant_shapes
 from ortquant.transforms.fold_weight_quantizers import fold_weight_quantizers
 from ortquant.transforms.initializer_inputs import constant_initializers
 from ortquant.transforms.int8_relu import rewrite_int8_relu
@@ -92,6 +93,9 @@ PIPELINE: list[Transform] = [
     Transform("sink_transposes", sink_transposes),
     Transform("rewrite_int8_relu", rewrite_int8_relu),
     Transform("rewrite_int_maxpool_pads", rewrite_int_maxpool_pads),
+    # Integer shape computations on constants (the pads of torch's reflect Pad) fold, so that the grid analysis
+    # sees the operands as constants.
+    Transform("fold_constant_shapes", fold_constant_shapes),
     # Arithmetic on constants (a bias quantizer's Ceil-computed bit width) folds, so that the quantizers behind it
     # have constant inputs for the integer lowering and the weight-quantizer fold.
     Transform("fold_constant_arith", fold_constant_arith),

@@ -62,6 +62,28 @@ def test_check_supported(quant_model, capsys):
     assert "ok" in out and "qonnx.custom_op.general::Quant" in out and "session loads" in out
 
 
+@pytest.mark.parametrize(("bits", "signed", "noted"), [(1, 1, True), (1, 0, False), (2, 1, False)])
+def test_check_notes_a_signed_one_bit_quant(tmp_path, capsys, bits, signed, noted):
+    # qonnx (and ortquant) compute a signed 1-bit Quant as bipolar +-1; Brevitas' signed 1-bit integer quantizer
+    # has the levels -1 and 0: check says so
+    x = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    model, _ = make_node_model(
+        "Quant",
+        "qonnx.custom_op.general",
+        [x, np.float32(0.5), np.float32(0), np.float32(bits)],
+        const=[False, True, True, True],
+        attrs={"signed": signed},
+    )
+    path = tmp_path / "q.onnx"
+    onnx.save(model, path)
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ("note: Quant" in out and "bipolar" in out and "-1 and 0" in out) == noted, out
+    assert main(["check", str(path), "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    assert len(notes) == (1 if noted else 0)
+
+
 def test_check_unsupported_op(tmp_path, capsys):
     model, _ = make_node_model("Frobnicate", "qonnx.custom_op.general", [np.ones(3, np.float32)])
     path = tmp_path / "bad.onnx"

@@ -354,6 +354,34 @@ def _path_of(node: onnx.NodeProto, supported: frozenset[tuple[str, str]]) -> str
     return "ortquant integer engine" if node.domain == "ortquant.integer" else "ortquant kernel"
 
 
+def semantics_notes(model: onnx.ModelProto) -> list[str]:
+    """Places where the file's meaning (qonnx's, which ortquant follows) may differ from what the exporting
+    framework computed: a signed Quant of bit width 1 is qonnx's bipolar case (+-1 times the scale), where Brevitas'
+    signed 1-bit integer quantizer has the levels -1 and 0."""
+    from ortquant.transforms import _read
+    from ortquant.transforms._util import QONNX_DOMAINS
+
+    inits = {t.name: t for t in model.graph.initializer}
+    notes = []
+    for node in model.graph.node:
+        if node.domain not in (*QONNX_DOMAINS, "", "ai.onnx") or node.op_type not in ("Quant", "IntQuant"):
+            continue
+        if len(node.input) < 4 or node.input[3] not in inits:
+            continue
+        try:
+            signed = _read.attr_int(node, "signed", 1)
+            bits = _read.tensor_array(inits[node.input[3]])
+        except Exception:  # a malformed node: the rewrites and the session report it
+            continue
+        if signed == 1 and bits.size == 1 and float(bits.ravel()[0]) == 1.0:
+            notes.append(
+                f"{node.op_type} '{_node_key(node)}' is signed with bit width 1: qonnx and ortquant compute it as "
+                "bipolar, +-1 x scale (Brevitas' signed 1-bit integer quantizer has the levels -1 and 0 instead; "
+                "an unsigned or BipolarQuant quantizer says which is meant)"
+            )
+    return notes
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     """Report what ortquant does with a model: the rewrites, every custom node, and the real session creation.
 
@@ -381,8 +409,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         "loads": False,
         "error": None,
         "nodes": [],
+        "notes": semantics_notes(model),
     }
-    out: list[str] = []  # the text report
+    out: list[str] = [f"note: {n}" for n in report["notes"]]  # the text report
 
     def finish(rc: int) -> int:
         if as_json:

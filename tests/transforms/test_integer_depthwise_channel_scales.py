@@ -78,8 +78,8 @@ def test_depthwise_layer_with_channel_scales_follows_the_contract(monkeypatch, m
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"group": 1}, "per channel, which integer mode takes for a depthwise layer only"),  # sums channels
-        ({"group": 3}, "per channel, which integer mode takes for a depthwise layer only"),  # two per group
+        ({"group": 1}, "per channel, which the fused quantizer takes for a depthwise layer only"),  # sums channels
+        ({"group": 3}, "per channel, which the fused quantizer takes for a depthwise layer only"),  # two per group
         ({"bits": 12.0}, "more than 8 bits"),
         ({"scale_shape": (C, 1, 1)}, None),  # rank 3, broadcast to [1, C, 1, 1]: lowered
         ({"scale_shape": (1, 1, 10, 1)}, "not per-tensor"),  # one scale per row: not per channel

@@ -8,8 +8,9 @@ class SkipError(Exception):
 
 
 class TypeSkipError(SkipError):
-    """A quantizer's parameter has an element type the fused quantizer does not take (e.g. a float64 scale): the
-    layer may still run on the grid path, which reads the quantizer's output instead."""
+    """A quantizer the fused quantizer does not take as it is (a parameter's element type, e.g. a float64 scale, or
+    per-channel scales before a layer that sums channels): the layer may still run on the grid path, which reads
+    the quantizer's output instead."""
 
 
 class NoQuantizerError(SkipError):

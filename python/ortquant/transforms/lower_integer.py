@@ -344,8 +344,10 @@ def _activation(
         s = float(channel_scales[0])
     else:
         if _per_channel_axis1(s_value, x_shape):
-            raise _SkipError("the activation scale is per channel, which integer mode takes for a depthwise layer only "
-                             "(this layer sums channels of different steps)")  # fmt: skip
+            # the grid path may still read the quantizer's output as one per-tensor grid (scales that are integer
+            # multiples of the finest one)
+            raise TypeSkipError("the activation scale is per channel, which the fused quantizer takes for a depthwise "
+                                "layer only (this layer sums channels of different steps)")  # fmt: skip
         s = _per_tensor(s_value, "the activation scale", x_shape, "scale")
     if not (np.isfinite(s) and s > 0):
         raise _SkipError(f"the activation scale {s!r} is not finite and positive")

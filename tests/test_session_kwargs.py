@@ -155,6 +155,27 @@ def test_an_unknown_op_names_the_node_and_what_ortquant_supports(tmp_path):
     assert "ortquant's domain qonnx.custom_op.general has no op FancyQuant; it has" in msg and "Trunc" in msg
 
 
+def test_input_types_no_kernel_takes_are_named(tmp_path):
+    # a Trunc whose X is float32 and whose parameters are float16 (a Brevitas export after model.half()): onnxruntime
+    # says no kernel matches; the message then names the node's input types
+    vi = helper.make_tensor_value_info
+    inits = [
+        numpy_helper.from_array(np.array(v, np.float16), n)
+        for n, v in [("s", 0.5), ("z", 0.0), ("ib", 8.0), ("os", 2.0), ("ob", 4.0)]
+    ]
+    node = helper.make_node("Trunc", ["x", "s", "z", "ib", "os", "ob"], ["y"], name="trunc", domain=QONNX)
+    graph = helper.make_graph([node], "g", [vi("x", 1, [3])], [vi("y", 1, [3])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, 2)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "trunc16.onnx")
+    got = fresh("print(json.dumps(error(ortquant.InferenceSession, 'trunc16.onnx')))", tmp_path)
+    assert got is not None and got["type"] == "Fail"  # onnxruntime's exception type, kept
+    msg = got["message"]
+    assert "no kernel def matches node inputs for Op: Trunc" in msg, msg
+    assert "(its inputs: x float32, s float16, z float16, ib float16, os float16, ob float16;" in msg, msg
+    assert "docs/ops.md, 'Trunc'" in msg and "\n" not in msg, msg
+
+
 def test_integer_mode_that_lowers_nothing_warns(tmp_path):
     path = _quant_model(tmp_path / "q.onnx")  # no Conv/MatMul/Gemm layer
     got = fresh(

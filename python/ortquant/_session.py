@@ -244,6 +244,26 @@ def _node_label(node: onnx.NodeProto) -> str:
 
 
 _NO_OP = re.compile(r'In Node, \("", ([\w.\-]+), "([^"]*)", -?\d+\) : \(.*?\) -> \("([^"]*)"')
+_NO_KERNEL_DEF = re.compile(r"Node \(([^)]*)\) Op \(([\w.\-]+)\).*no kernel def matches node inputs")
+
+
+def _input_types(node: onnx.NodeProto, model: onnx.ModelProto) -> str | None:
+    """The element types of ``node``'s inputs as the model gives them (declared, initializers, onnx shape
+    inference), "name type, ...", or None when none is known."""
+    graph = _util.infer_shapes(model) or model.graph
+    types: dict[str, int] = {}
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            types[vi.name] = vi.type.tensor_type.elem_type
+    for t in graph.initializer:
+        types[t.name] = t.data_type
+    short = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}
+    known = [
+        f"{name} {short.get(types[name], onnx.TensorProto.DataType.Name(types[name]).lower())}"
+        for name in node.input
+        if name and name in types and types[name] in onnx.TensorProto.DataType.values()
+    ]
+    return ", ".join(known) if known else None
 
 
 def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
@@ -262,6 +282,16 @@ def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
         opset = _util.opset_version(model, domain)
         where = f" (node {', '.join(repr(_node_label(n)) for n in nodes[:5])})" if nodes else ""
         text = f"{message}{where}: {unsupported_op_hint(domain, op_type, opset)}"
+    elif (m := _NO_KERNEL_DEF.search(message)) is not None:
+        # a custom op's input element types that no kernel takes: say which types the node got
+        nodes = [n for n in model.graph.node if _node_label(n) == m.group(1) and n.op_type == m.group(2)]
+        kinds = _input_types(nodes[0], model) if nodes else None
+        if kinds is None:
+            return error
+        text = (
+            f"{message.rstrip()} (its inputs: {kinds}; docs/ops.md, '{m.group(2)}', lists the element-type "
+            "combinations ortquant takes)"
+        )
     else:
         m = _NO_OP.search(message)
         if m is None:

@@ -207,6 +207,70 @@ def test_registration_disables_the_optimizations_that_reround_before_quantizers(
     assert mine.get_session_config_entry(key) == "ConstantFolding"
 
 
+def test_registration_turns_onnxruntime_s_qdq_fusions_off(tmp_path):
+    """docs/ops.md, "Default mode": session.disable_quant_qdq = 1 unless the caller chose; then a QuantizeLinear ->
+    DequantizeLinear -> Conv (DequantizeLinear weights) graph runs as written: no fused QLinearConv in onnxruntime's
+    optimized graph, and the default mode's result is onnxruntime's unfused one bit for bit."""
+    import onnxruntime as ort
+
+    key = "session.disable_quant_qdq"
+    so = ort.SessionOptions()
+    so.register_custom_ops_library(ortquant.library_path())
+    assert so.get_session_config_entry(key) == "1"
+    mine = ort.SessionOptions()
+    mine.add_session_config_entry(key, "0")
+    ortquant.register(mine)
+    assert mine.get_session_config_entry(key) == "0"
+
+    rng = np.random.default_rng(3)
+    w = rng.integers(-128, 128, (8, 6, 3, 3)).astype(np.int8)
+    inits = [
+        numpy_helper.from_array(np.float32(0.02), "xs"),
+        numpy_helper.from_array(np.uint8(0), "xz"),
+        numpy_helper.from_array(w, "w"),
+        numpy_helper.from_array(np.float32(0.01), "ws"),
+        numpy_helper.from_array(np.int8(0), "wz"),
+        numpy_helper.from_array(np.float32(0.05), "ys"),
+        numpy_helper.from_array(np.uint8(0), "yz"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"]),
+        helper.make_node("Conv", ["xd", "wd"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("QuantizeLinear", ["r", "ys", "yz"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["y"]),
+    ]
+    model = helper.make_model(
+        helper.make_graph(
+            nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 12, 12])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=inits,
+        ),
+        opset_imports=[helper.make_opsetid("", 13)],
+    )  # fmt: skip
+    model.ir_version = 10
+    x = rng.uniform(0, 5.1, (1, 6, 12, 12)).astype(np.float32)  # codes up to 255: u8 x s8 pairs past int16
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    (want,) = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x}
+    )
+    (got,) = ortquant.InferenceSession(model).run(None, {"x": x})
+    assert_bitexact(got, want)
+    # integer mode: exact sums where the unfused float Conv rounds its own, so values at a rounding boundary of the
+    # output quantizer may take the neighbouring step (its contract), nothing more
+    (got,) = ortquant.InferenceSession(model, integer=True).run(None, {"x": x})
+    off = np.abs(got.astype(np.float64) - want)
+    assert off.max() <= 0.05 * 1.001 and (off > 0).mean() < 0.01, (off.max(), (off > 0).mean())
+    path = tmp_path / "optimized.onnx"
+    opt = ortquant.register(ort.SessionOptions())
+    opt.optimized_model_filepath = str(path)
+    ort.InferenceSession(model.SerializeToString(), opt, providers=["CPUExecutionProvider"])
+    ops = {n.op_type for n in onnx.load(path).graph.node}
+    assert "Conv" in ops and not ops & {"QLinearConv", "ConvInteger"}, ops
+
+
 def test_integer_sessions_keep_onnxruntime_s_optimizations_on():
     """Integer mode may re-round its float layers within its contract, so the NCHWc transformer and the folds stay
     on there (docs/ops.md, "Default mode"); a caller's own list, and options registered before, are kept."""

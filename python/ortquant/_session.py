@@ -355,8 +355,9 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     (they re-round the float layer in front of a quantizer, which can move it by a step or flip a BipolarQuant's sign;
     docs/ops.md, "Default mode"); with ``integer=True`` none (a float layer integer mode leaves, such as
     a first convolution on the float image, may then run on onnxruntime's NCHWc kernels with its BatchNormalization
-    folded, within integer mode's contract). Options that carry that config key already, or were registered before,
-    are left as they are.
+    folded, within integer mode's contract). It also sets ``session.disable_quant_qdq`` (onnxruntime's QDQ fusions
+    run QuantizeLinear / DequantizeLinear layers in other arithmetic than the graph's; docs/ops.md, "Default mode").
+    Options that carry those config keys already, or were registered before, are left as they are.
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the
     model, onnxruntime gets the path itself (no protobuf round trip, models over 2 GB work); otherwise it gets the

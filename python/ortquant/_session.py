@@ -250,13 +250,7 @@ _NO_KERNEL_DEF = re.compile(r"Node \(([^)]*)\) Op \(([\w.\-]+)\).*no kernel def 
 def _input_types(node: onnx.NodeProto, model: onnx.ModelProto) -> str | None:
     """The element types of ``node``'s inputs as the model gives them (declared, initializers, onnx shape
     inference), "name type, ...", or None when none is known."""
-    graph = _util.infer_shapes(model) or model.graph
-    types: dict[str, int] = {}
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            types[vi.name] = vi.type.tensor_type.elem_type
-    for t in graph.initializer:
-        types[t.name] = t.data_type
+    types = _util.element_types(model)
     short = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}
     known = [
         f"{name} {short.get(types[name], onnx.TensorProto.DataType.Name(types[name]).lower())}"

@@ -101,3 +101,36 @@ def qconv_reference(x: np.ndarray, p: dict[str, np.ndarray], k: list[int], *, re
     s = np.float64(p["as"]) * p["ws"].reshape(-1).astype(np.float64)
     y = iref.rescale(acc, s, p["cb"].astype(np.float64), 1, relu=relu)
     return y[:, :, 0, :] if len(k) == 1 else y
+
+
+def lowered_in_fresh_process(
+    path: object, x_shape: tuple[int, ...], y_shape: tuple[int, ...], step: str, x_std: float = 1.0
+) -> None:
+    """The model at ``path`` through the public API in a fresh process, as a user runs it: integer mode gives the
+    default mode's values (within 1e-5 of their largest magnitude) on a normal random input of ``x_shape`` and
+    standard deviation ``x_std`` (output
+    ``y_shape``), and ``ortquant check --integer`` reports the rewrite ``step`` and every layer lowered."""
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    code = (
+        "import sys, numpy as np, ortquant\n"
+        f"x = np.random.default_rng(3).normal(0, {x_std!r}, {tuple(x_shape)!r}).astype(np.float32)\n"
+        "d = ortquant.InferenceSession(sys.argv[1]).run(None, {'x': x})[0]\n"
+        "i = ortquant.InferenceSession(sys.argv[1], integer=True).run(None, {'x': x})[0]\n"
+        f"assert d.shape == i.shape == {tuple(y_shape)!r}, (d.shape, i.shape)\n"
+        "err = float(np.max(np.abs(d - i)))\n"
+        "assert err <= 1e-5 * float(np.max(np.abs(d))), err\n"
+        "print('ok', err)\n"
+    )
+    env = subprocess_env()
+    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(path)], capture_output=True, text=True,
+                          env=env, timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "ortquant", "check", "--integer", str(path)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"rewrite {step}:" in proc.stdout, proc.stdout
+    assert "integer mode: 1 of 1 layer(s) on the integer path" in proc.stdout, proc.stdout

@@ -7,17 +7,15 @@ values as the default mode."""
 from __future__ import annotations
 
 import itertools
-import subprocess
-import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from _integer_fixtures import lowered_in_fresh_process
 from _oracle import IR_VERSION
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import subprocess_env
 from ortquant.transforms.explicit_pads import explicit_pads
 
 Q = "qonnx.custom_op.general"
@@ -137,22 +135,4 @@ def test_public_api_lowers_a_same_padded_qonnx_layer_in_a_fresh_process(tmp_path
     m.ir_version = IR_VERSION
     path = tmp_path / "same.onnx"
     onnx.save(m, path)
-    code = (
-        "import sys, numpy as np, ortquant\n"
-        "x = np.random.default_rng(3).normal(0, 0.4, (2, 3, 10, 9)).astype(np.float32)\n"
-        "d = ortquant.InferenceSession(sys.argv[1]).run(None, {'x': x})[0]\n"
-        "i = ortquant.InferenceSession(sys.argv[1], integer=True).run(None, {'x': x})[0]\n"
-        "assert d.shape == i.shape == (2, 6, 10, 9), (d.shape, i.shape)\n"
-        "err = float(np.max(np.abs(d - i)))\n"
-        "assert err <= 1e-5 * float(np.max(np.abs(d))), err\n"
-        "print('ok', err)\n"
-    )
-    env = subprocess_env()
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(path)], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "ortquant", "check", "--integer", str(path)], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "explicit_pads" in proc.stdout
-    assert "integer mode: 1 of 1 layer(s) on the integer path" in proc.stdout, proc.stdout
+    lowered_in_fresh_process(path, (2, 3, 10, 9), (2, 6, 10, 9), "explicit_pads", x_std=0.4)

@@ -6,17 +6,14 @@ layer after the Pad is lowered in integer mode, with the default mode's values."
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from _integer_fixtures import lowered_in_fresh_process
 from _oracle import IR_VERSION
 from onnx import TensorProto, helper, numpy_helper
 
-from conftest import subprocess_env
 from ortquant.transforms.fold_constant_shapes import fold_constant_shapes
 
 Q = "qonnx.custom_op.general"
@@ -229,22 +226,4 @@ def test_public_api_lowers_the_layer_after_torchs_reflect_pad_in_a_fresh_process
     m.ir_version = IR_VERSION
     path = tmp_path / "reflect.onnx"
     onnx.save(m, path)
-    code = (
-        "import sys, numpy as np, ortquant\n"
-        "x = np.random.default_rng(3).normal(0, 2, (1, 3, 9, 11)).astype(np.float32)\n"
-        "d = ortquant.InferenceSession(sys.argv[1]).run(None, {'x': x})[0]\n"
-        "i = ortquant.InferenceSession(sys.argv[1], integer=True).run(None, {'x': x})[0]\n"
-        "assert d.shape == i.shape == (1, 5, 10, 12), (d.shape, i.shape)\n"
-        "err = float(np.max(np.abs(d - i)))\n"
-        "assert err <= 1e-5 * float(np.max(np.abs(d))), err\n"
-        "print('ok', err)\n"
-    )
-    env = subprocess_env()
-    proc = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(path)], capture_output=True, text=True,
-                          env=env, timeout=300, check=False)  # fmt: skip
-    assert proc.returncode == 0 and proc.stdout.startswith("ok"), proc.stdout + proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "ortquant", "check", "--integer", str(path)], capture_output=True,
-                          text=True, env=env, timeout=300, check=False)  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "fold_constant_shapes" in proc.stdout
-    assert "integer mode: 1 of 1 layer(s) on the integer path" in proc.stdout, proc.stdout
+    lowered_in_fresh_process(path, (1, 3, 9, 11), (1, 5, 10, 12), "fold_constant_shapes", x_std=2.0)

@@ -322,6 +322,21 @@ def test_quantizer_with_float64_parameters_that_change_its_codes_stays(scale, ze
     assert "Quant" in [n.op_type for n in ortquant.prepare_model(m, integer=True).graph.node]
 
 
+def _per_channel_conv(scales: np.ndarray) -> tuple[onnx.ModelProto, np.ndarray, np.ndarray]:
+    """Quant (4-bit unsigned, one scale per channel of a [1, 4, 5, 6] input) -> 1x1 Conv of the 4 channels to 3
+    (per-output-channel weight quantizer): the model, the weight codes [3, 4] and the weight scales."""
+    p, codes, s_w = _weight((4, 3), 1)
+    inits = [_init(k, v) for k, v in p.items() if k not in ("w", "ws")]
+    inits += [_init("w", p["w"].T.reshape(3, 4, 1, 1)), _init("ws", p["ws"].reshape(3, 1, 1, 1))]
+    inits += [_init("as", scales.reshape(1, 4, 1, 1).astype(np.float32)), _init("az", 0.0), _init("ab", 4.0)]
+    nodes = [
+        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
+        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),
+        helper.make_node("Conv", ["xq", "wq"], ["y"], name="conv", kernel_shape=[1, 1]),
+    ]
+    return _model(nodes, inits, [1, 4, 5, 6]), codes.T, s_w
+
+
 @pytest.mark.parametrize("ratios", [(1, 2, 4, 8), (1, 3, 2, 5), (1, 128, 16, 2)])
 def test_per_channel_quant_right_before_a_layer_reads_its_per_tensor_grid(backend, ratios):
     """A Quant with one scale per channel (Brevitas' scaling_per_output_channel activation) right before a layer that
@@ -330,18 +345,7 @@ def test_per_channel_quant_right_before_a_layer_reads_its_per_tensor_grid(backen
     planes past 8 bits)."""
     s0 = 0.0234375  # 3 / 128: every multiple is exact in float32
     scales = np.array(ratios, np.float64) * s0
-    p, codes, s_w = _weight((4, 3), 1)
-    inits = [_init(k, v) for k, v in p.items()]
-    inits += [_init("as", scales.reshape(1, 4, 1, 1).astype(np.float32)), _init("az", 0.0), _init("ab", 4.0)]
-    w4 = p["w"].T.reshape(3, 4, 1, 1)  # 1x1 convolution over the four channels
-    inits = [i for i in inits if i.name != "w"] + [_init("w", w4)]
-    inits = [i for i in inits if i.name != "ws"] + [_init("ws", p["ws"].reshape(3, 1, 1, 1))]
-    nodes = [
-        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
-        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),
-        helper.make_node("Conv", ["xq", "wq"], ["y"], name="conv", kernel_shape=[1, 1]),
-    ]
-    m = _model(nodes, inits, [1, 4, 5, 6])
+    m, codes, s_w = _per_channel_conv(scales)
     (d,) = integer_plan(m)
     assert d.integer and "activation on the grid" in d.reason, d
     rng = np.random.default_rng(21)
@@ -350,23 +354,13 @@ def test_per_channel_quant_right_before_a_layer_reads_its_per_tensor_grid(backen
     x = (scales.reshape(1, 4, 1, 1) * (q + rng.uniform(-0.3, 0.3, q.shape))).astype(np.float32)
     got = ortquant.InferenceSession(m, integer=True).run(None, {"x": x})[0]
     wide = q * np.array(ratios).reshape(1, 4, 1, 1)  # the per-tensor codes on the finest scale
-    sums = np.einsum("nchw,mc->nmhw", wide, codes.T)
+    sums = np.einsum("nchw,mc->nmhw", wide, codes)
     want = iref.rescale(sums.reshape(1, 3, -1), s0 * s_w, np.zeros(3), 1).reshape(1, 3, 5, 6)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_per_channel_quant_whose_scales_are_not_multiples_stays_float():
-    p, _codes, _s_w = _weight((4, 3), 1)
-    inits = [_init(k, v) for k, v in p.items() if k not in ("w", "ws")]
-    inits += [_init("w", p["w"].T.reshape(3, 4, 1, 1)), _init("ws", p["ws"].reshape(3, 1, 1, 1))]
-    inits += [_init("as", np.array([0.1, 0.15, 0.2, 0.3], np.float32).reshape(1, 4, 1, 1)), _init("az", 0.0)]
-    inits += [_init("ab", 4.0)]
-    nodes = [
-        helper.make_node("Quant", ["x", "as", "az", "ab"], ["xq"], name="aquant", domain=Q, signed=0),
-        helper.make_node("Quant", ["w", "ws", "wz", "wb"], ["wq"], name="wquant", domain=Q, signed=1, narrow=1),
-        helper.make_node("Conv", ["xq", "wq"], ["y"], name="conv", kernel_shape=[1, 1]),
-    ]
-    m = _model(nodes, inits, [1, 4, 5, 6])
+    m, _codes, _s_w = _per_channel_conv(np.array([0.1, 0.15, 0.2, 0.3]))
     (d,) = integer_plan(m)
     assert not d.integer and "per channel" in d.reason and "integer multiples of the finest one" in d.reason, d
     assert lower_integer(m) is m

@@ -128,3 +128,52 @@ def element_types(model: onnx.ModelProto) -> dict[str, int]:
     for init in model.graph.initializer:
         types[init.name] = init.data_type
     return types
+
+
+def value_shapes(model: onnx.ModelProto, *, initializers: bool = False) -> dict[str, tuple[int | None, ...]]:
+    """Shapes of the top-level graph's values (None per unknown dim): declared ones and onnx shape inference (best
+    effort); with ``initializers``, the initializers' dims too (where no value_info gives the name)."""
+    graph = infer_shapes(model)
+    if graph is None:
+        graph = model.graph
+    out: dict[str, tuple[int | None, ...]] = {}
+    for vi in [*graph.input, *graph.value_info, *graph.output]:
+        tt = vi.type.tensor_type
+        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+            out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
+    if initializers:
+        for t in model.graph.initializer:
+            out.setdefault(t.name, tuple(int(d) for d in t.dims))
+    return out
+
+
+def fold_into_initializers(
+    model: onnx.ModelProto, folded: list[int], tensors: list[onnx.TensorProto]
+) -> onnx.ModelProto:
+    """A copy of ``model`` without its top-level nodes at the indices ``folded``, with ``tensors`` (their outputs'
+    values) as initializers, and without the initializers only those nodes read."""
+    graph = model.graph
+    out = copy_model(model)
+    drop = set(folded)
+    kept = [n for i, n in enumerate(out.graph.node) if i not in drop]
+    del out.graph.node[:]
+    out.graph.node.extend(kept)
+    out.graph.initializer.extend(tensors)
+    read = {i for k in folded for i in graph.node[k].input}
+    used = {i for n in all_nodes(out.graph) for i in n.input} | {o.name for o in graph.output}
+    keep = [t for t in out.graph.initializer if t.name not in read or t.name in used]
+    if len(keep) != len(out.graph.initializer):
+        del out.graph.initializer[:]
+        out.graph.initializer.extend(keep)
+    return out
+
+
+def foldable_constants(graph: onnx.GraphProto, types: tuple[int, ...]) -> dict[str, onnx.TensorProto]:
+    """The initializers a fold may read as constants: of an element type in ``types``, held in the model (not
+    external data) and not also graph inputs (those can be fed)."""
+    inputs = {i.name for i in graph.input}
+    return {
+        t.name: t
+        for t in graph.initializer
+        if t.name not in inputs and t.data_location != onnx.TensorProto.EXTERNAL and t.data_type in types
+    }

@@ -20,24 +20,10 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, infer_shapes
+from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, copy_model, value_shapes
 
 _OPS = ("Conv", "MaxPool", "AveragePool")
 _MODES = ("SAME_UPPER", "SAME_LOWER", "VALID")
-
-
-def _input_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
-    graph = infer_shapes(model)
-    if graph is None:
-        graph = model.graph
-    out: dict[str, tuple[int | None, ...]] = {}
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
-        tt = vi.type.tensor_type
-        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-            out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
-    for t in graph.initializer:
-        out.setdefault(t.name, tuple(int(d) for d in t.dims))
-    return out
 
 
 def _pads(mode: str, sizes: list[int | None], kernel: list[int], strides: list[int]) -> list[int] | None:
@@ -78,7 +64,7 @@ def explicit_pads(model: onnx.ModelProto) -> onnx.ModelProto:
     candidates = [i for i, n in enumerate(graph.node) if _mode(n) is not None]
     if not candidates:
         return model
-    shapes = _input_shapes(model)
+    shapes = value_shapes(model, initializers=True)
     new_nodes: dict[int, onnx.NodeProto] = {}
     for i in candidates:
         node = graph.node[i]

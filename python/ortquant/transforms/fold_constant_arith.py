@@ -26,7 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, all_nodes, copy_model
+from ortquant.transforms._util import STANDARD_DOMAINS, ModelError, fold_into_initializers, foldable_constants
 
 _UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "Identity": lambda x: x.copy(),
@@ -68,13 +68,8 @@ def _fold(node: onnx.NodeProto, args: list[np.ndarray]) -> np.ndarray | None:
 def fold_constant_arith(model: onnx.ModelProto) -> onnx.ModelProto:
     """Replace each foldable node (module doc) by an initializer holding its output."""
     graph = model.graph
-    inputs = {i.name for i in graph.input}
     outputs = {o.name for o in graph.output}
-    consts = {
-        t.name: t
-        for t in graph.initializer
-        if t.name not in inputs and t.data_location != onnx.TensorProto.EXTERNAL and t.data_type in _FLOATS
-    }
+    consts = foldable_constants(graph, _FLOATS)
     values: dict[str, np.ndarray] = {}
     folded: list[int] = []
     new: list[onnx.TensorProto] = []
@@ -105,16 +100,4 @@ def fold_constant_arith(model: onnx.ModelProto) -> onnx.ModelProto:
         new.append(numpy_helper.from_array(y, name=node.output[0]))
     if not folded:
         return model
-    out = copy_model(model)
-    drop = set(folded)
-    kept = [n for i, n in enumerate(out.graph.node) if i not in drop]
-    del out.graph.node[:]
-    out.graph.node.extend(kept)
-    out.graph.initializer.extend(new)
-    read = {i for k in folded for i in graph.node[k].input}
-    used = {i for n in all_nodes(out.graph) for i in n.input} | outputs
-    keep = [t for t in out.graph.initializer if t.name not in read or t.name in used]
-    if len(keep) != len(out.graph.initializer):
-        del out.graph.initializer[:]
-        out.graph.initializer.extend(keep)
-    return out
+    return fold_into_initializers(model, folded, new)

@@ -51,7 +51,7 @@ import onnx
 from onnx import helper
 
 from ortquant.transforms import _read
-from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, infer_shapes
+from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS, ModelError, value_shapes
 
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 _MAX_CODE = 1 << 52  # codes beyond this are not exact in float64: no grid
@@ -143,7 +143,7 @@ class Context:
                     self.consts[t.name] = _read.tensor_array(t)
                 except ModelError:
                     pass
-        self.shapes = _shapes(model)
+        self.shapes = value_shapes(model)
 
     def const(self, name: str) -> np.ndarray | None:
         return self.consts.get(name) if name else None
@@ -156,18 +156,6 @@ class Context:
     def rank(self, name: str) -> int | None:
         s = self.shape(name)
         return None if s is None else len(s)
-
-
-def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
-    graph = infer_shapes(model)  # best effort: what inference cannot say stays unknown
-    if graph is None:
-        graph = model.graph
-    out: dict[str, tuple[int | None, ...]] = {}
-    for vi in [*graph.input, *graph.value_info, *graph.output]:
-        tt = vi.type.tensor_type
-        if vi.type.HasField("tensor_type") and tt.HasField("shape"):
-            out[vi.name] = tuple(int(d.dim_value) if d.HasField("dim_value") else None for d in tt.shape.dim)
-    return out
 
 
 def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:

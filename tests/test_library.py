@@ -271,50 +271,6 @@ def test_registration_turns_onnxruntime_s_qdq_fusions_off(tmp_path):
     assert "Conv" in ops and not ops & {"QLinearConv", "ConvInteger"}, ops
 
 
-def test_registration_turns_weight_prepacking_off(tmp_path):
-    """docs/ops.md, "Default mode": session.disable_prepacking = 1 unless the caller chose (integer mode: 0). A
-    float MatMul whose constant B onnxruntime would pre-pack (K 1152 x N 16 adds in another order packed, on AVX2)
-    gives what qonnx computes, B read as an input, bit for bit."""
-    import onnxruntime as ort
-
-    key = "session.disable_prepacking"
-    so = ort.SessionOptions()
-    so.register_custom_ops_library(ortquant.library_path())
-    assert so.get_session_config_entry(key) == "1"
-    mine = ort.SessionOptions()
-    mine.add_session_config_entry(key, "0")
-    ortquant.register(mine)
-    assert mine.get_session_config_entry(key) == "0"
-    rng = np.random.default_rng(6)
-    k, n = 1152, 16
-    w = rng.standard_normal((k, n)).astype(np.float32)
-    x = rng.standard_normal((1, 256, k)).astype(np.float32)
-
-    def matmul(w_init: bool) -> onnx.ModelProto:
-        ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 256, k])]
-        if not w_init:
-            ins.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [k, n]))
-        g = helper.make_graph(
-            [helper.make_node("MatMul", ["x", "w"], ["y"])], "mm", ins,
-            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-            initializer=[numpy_helper.from_array(w, "w")] if w_init else [],
-        )  # fmt: skip
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
-        m.ir_version = 10
-        return m
-
-    (want,) = ort.InferenceSession(matmul(False).SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x, "w": w}
-    )
-    (got,) = ortquant.InferenceSession(matmul(True)).run(None, {"x": x})
-    assert_bitexact(got, want)
-    opts = ort.SessionOptions()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # integer=True on a model without quantized layers warns
-        ortquant.InferenceSession(matmul(True), sess_options=opts, integer=True)
-    assert opts.get_session_config_entry(key) == "0"
-
-
 def test_integer_sessions_keep_onnxruntime_s_optimizations_on():
     """Integer mode may re-round its float layers within its contract, so the NCHWc transformer and the folds stay
     on there (docs/ops.md, "Default mode"); a caller's own list, and options registered before, are kept."""

@@ -191,15 +191,6 @@ constexpr const char* kDisabledOptimizers =
 // caller set the key (docs/ops.md, "Default mode"); integer mode lowers such layers onto the exact engine instead.
 constexpr const char* kDisableQdqKey = "session.disable_quant_qdq";
 
-// onnxruntime pre-packs a float MatMul's / Gemm's constant B (MlasGemmPackB), and the packed kernel adds the
-// products in another order than the one that reads B as it is, for some shapes (K 1152 x N 16 on AVX2: most
-// outputs differ in the last bit). qonnx runs every node with its weights as inputs, unpacked; FINN's Im2Col +
-// MatMul form of ESPCN (LowerConvsToMatMul) then had 36 pixels a step of 1/255 away from qonnx over 8 inputs.
-// Registering the library turns pre-packing off unless the caller set the key (docs/ops.md, "Default mode";
-// integer mode sets it back, its contract allowing the re-rounding); ortquant's own kernels pack their weights
-// once at kernel creation and are not affected.
-constexpr const char* kDisablePrepackKey = "session.disable_prepacking";
-
 // (major, minor) of "1.31.1"; (0, 0) when unknown.
 std::pair<uint32_t, uint32_t> runtime_version(const OrtApiBase* base) {
   const char* v = base->GetVersionString();
@@ -312,14 +303,6 @@ __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL RegisterCustomOps
       }
       if (!has_qdq) {
         if (OrtStatus* st = g_api->AddSessionConfigEntry(options, kDisableQdqKey, "1")) return st;
-      }
-      int has_prepack = 0;
-      if (OrtStatus* st = g_api->HasSessionConfigEntry(options, kDisablePrepackKey, &has_prepack)) {
-        g_api->ReleaseStatus(st);
-        has_prepack = 1;  // cannot tell: leave the caller's options alone
-      }
-      if (!has_prepack) {
-        if (OrtStatus* st = g_api->AddSessionConfigEntry(options, kDisablePrepackKey, "1")) return st;
       }
     }
   } catch (const std::exception& e) {

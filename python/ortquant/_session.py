@@ -298,7 +298,6 @@ def _explained(error: Exception, model: onnx.ModelProto) -> Exception:
 
 
 _DISABLED_OPTIMIZERS_KEY = "optimization.disable_specified_optimizers"
-_DISABLE_PREPACKING_KEY = "session.disable_prepacking"
 
 
 def _empty_float_conv(model: onnx.ModelProto) -> bool:
@@ -318,19 +317,12 @@ def _integer_session_options(so: Any, model: onnx.ModelProto) -> None:
     runs it, as default mode does)."""
     if _is_registered(so):
         return  # registered before: the caller's options already say what they want
-    if not _has_config(so, _DISABLE_PREPACKING_KEY):  # pre-packed float layers are within the contract too
-        so.add_session_config_entry(_DISABLE_PREPACKING_KEY, "0")
-    if _has_config(so, _DISABLED_OPTIMIZERS_KEY):
-        return  # set by the caller
-    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "NchwcTransformer" if _empty_float_conv(model) else "")
-
-
-def _has_config(so: Any, key: str) -> bool:
     try:
-        so.get_session_config_entry(key)
-        return True
+        so.get_session_config_entry(_DISABLED_OPTIMIZERS_KEY)
+        return  # set by the caller
     except RuntimeError:  # onnxruntime raises for a key that was never set
-        return False
+        pass
+    so.add_session_config_entry(_DISABLED_OPTIMIZERS_KEY, "NchwcTransformer" if _empty_float_conv(model) else "")
 
 
 def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
@@ -358,10 +350,8 @@ def InferenceSession(  # noqa: N802 - mirrors onnxruntime.InferenceSession
     docs/ops.md, "Default mode"); with ``integer=True`` none (a float layer integer mode leaves, such as
     a first convolution on the float image, may then run on onnxruntime's NCHWc kernels with its BatchNormalization
     folded, within integer mode's contract). It also sets ``session.disable_quant_qdq`` (onnxruntime's QDQ fusions
-    run QuantizeLinear / DequantizeLinear layers in other arithmetic than the graph's) and
-    ``session.disable_prepacking`` (a pre-packed float MatMul adds in another order; with ``integer=True`` it stays
-    on); docs/ops.md, "Default mode". Options that carry those config keys already, or were registered before, are
-    left as they are.
+    run QuantizeLinear / DequantizeLinear layers in other arithmetic than the graph's; docs/ops.md, "Default mode").
+    Options that carry those config keys already, or were registered before, are left as they are.
 
     A path is opened without its external data (``load_external_data=False``): when no transform changes the
     model, onnxruntime gets the path itself (no protobuf round trip, models over 2 GB work); otherwise it gets the

@@ -179,3 +179,58 @@ def test_weight_data_movement_takes_only_what_onnx_allows(op, attrs, shape, want
     else:
         assert got is not None and got.shape == want
         np.testing.assert_array_equal(got.ravel(), (x.T if op == "Transpose" else x).ravel())
+
+
+def _written_out(rng: np.random.Generator, shape: tuple[int, int], bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """A float32 weight [K, N] as a quantizer writes it out (qonnx's cleanup with the weight quantizers folded):
+    float32(q * s) with a scale per output column, among them a column of multiples of 3, one whose smallest |q| is 3
+    among codes prime to it (float32(3 * s) / 3 is then not s itself) and a column of zeros."""
+    top = 2 ** (bits - 1) - 1
+    q = rng.integers(-top, top + 1, shape)
+    q[:, 1] = rng.choice([-9, -6, -3, 3, 6, 9], shape[0]) if top >= 9 else q[:, 1]
+    q[:, 2] = 0
+    if top >= 7:  # smallest |q| 3 with codes that are no multiples of it: the scale is not float32(3 * s) / 3
+        q[:, 3] = rng.choice([-7, -4, -3, 3, 4, 7], shape[0])
+        q[0, 3] = 3
+    s = (0.003 + rng.random(shape[1]) * 0.05).astype(np.float32)
+    if top >= 7:  # a scale s for column 3 with float32(float32(3 * s) / 3) != s
+        s[3] = next(c for c in np.float32(0.0123) + np.arange(64, dtype=np.float32) * np.float32(1e-5)
+                    if np.float32(np.float32(3 * c) / np.float32(3)) != c)  # fmt: skip
+    return (q.astype(np.float32) * s).astype(np.float32), s
+
+
+@pytest.mark.parametrize("bits", [2, 4, 8])
+def test_a_weight_a_quantizer_wrote_out_is_read_on_its_grid(backend, bits):
+    """A float weight with no quantizer left in the graph, exactly float32(q * s) per output column: its grid is
+    inferred from its values (integer_grid_weight.inferred_weight_grid) and the layer lowered, with the values of
+    the same weight behind its Quant."""
+    rng = np.random.default_rng(40 + bits)
+    w, _s = _written_out(rng, (16, 6), bits)
+    m = _model([helper.make_node("MatMul", ["xq", "w"], ["y"], name="mm")], [_init("w", w)], 16)
+    (d,) = integer_plan(m)
+    assert d.integer and "constant weight on the grid" in d.reason, d
+    got, a = _run(m, 16)
+    # integer mode's contract: the exact sums of the codes q' and one float64 rescale by s_a * s', where float32(q' *
+    # s') is every weight exactly (s' may be a multiple of s with the codes divided alike, and q' * s' is the weight
+    # within half a float32 ulp): the float64 product of the activation codes and the weight, to a few ulps
+    want = (a.astype(np.float64) @ w.astype(np.float64)) * np.float64(S_A)
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["float", "rounded", "wide"],
+)
+def test_a_float_weight_on_no_grid_stays_float(case):
+    rng = np.random.default_rng(9)
+    if case == "float":  # a weight no quantizer wrote
+        w = rng.standard_normal((16, 6)).astype(np.float32)
+    elif case == "rounded":  # one value a float32 ulp off the grid
+        w, _s = _written_out(rng, (16, 6), 4)
+        w[3, 0] = np.nextafter(w[3, 0], np.float32(np.inf)) if w[3, 0] != 0 else np.float32(1e-3)
+    else:  # codes wider than int8
+        w = (rng.integers(-300, 301, (16, 6)) * np.float32(0.01)).astype(np.float32)
+        w[0, :] = np.float32(0.01)
+    m = _model([helper.make_node("MatMul", ["xq", "w"], ["y"], name="mm")], [_init("w", w)], 16)
+    (d,) = integer_plan(m)
+    assert not d.integer and "on no integer grid" in d.reason, d

@@ -16,7 +16,9 @@ per-channel weight scale is then ``float32(scale)``, what a float32 quantizer co
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -196,6 +198,56 @@ def _run(
         return dict(zip(names, sess.run(names, {}), strict=True))
     except Exception as e:  # the float path runs the nodes and reports their error
         raise SkipError(f"the weight's constant subgraph cannot be evaluated: {str(e).splitlines()[0][:300]}") from e
+
+
+def inferred_weight_grid(w: np.ndarray, axis: int, max_code: int = 127) -> Grid | None:
+    """A grid with one scale per output channel (along ``axis``, zero point 0) on which the float32 constant
+    weight ``w`` lies, inferred from its values: a weight a quantizer wrote out already (qonnx's cleanup with its
+    quantizers folded, ``FoldConstants`` on a whole model), whose values are ``float32(q * s)`` per channel with no
+    scale left in the graph. Per channel, with m its smallest nonzero magnitude, each ratio ``|w| / m`` is taken as
+    the nearest fraction of denominator at most ``max_code``; the least common multiple k of those denominators is
+    the smallest code of magnitude m, and the scale s is ``float32(m / k)`` or one of its three nearest float32
+    neighbours on either side (m itself was rounded), the first whose codes ``rint(w / s)`` stay within
+    ``max_code`` and give back every value exactly (a channel of zeros takes scale 1). None when some channel has
+    no such scale (a weight that is not quantized)."""
+    if w.dtype != np.float32 or w.size == 0 or not -w.ndim <= axis < w.ndim or not np.all(np.isfinite(w)):
+        return None
+    ch = np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1).astype(np.float64)
+    scales = np.ones(ch.shape[0])
+    lo, hi = 0, 0
+    for c in range(ch.shape[0]):
+        mags = np.unique(np.abs(ch[c]))
+        mags = mags[mags > 0]
+        if mags.size == 0:
+            continue  # every value 0
+        if mags.size > 2 * max_code + 1:
+            return None  # more magnitudes than codes
+        k = 1
+        for r in mags / mags[0]:
+            k = math.lcm(k, Fraction(float(r)).limit_denominator(max_code).denominator)
+            if k > max_code:
+                return None
+        # m = float32(k * s) is rounded: s is float32(m / k) or one of its float32 neighbours
+        up = down = near = np.float32(mags[0] / k)
+        candidates = [near]
+        for _ in range(3):
+            up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(0))
+            candidates += [up, down]
+        for sc32 in candidates:
+            q = np.rint(ch[c] / np.float64(sc32))
+            if np.max(np.abs(q)) <= max_code and np.array_equal(
+                (q.astype(np.float32) * sc32).astype(np.float64), ch[c]
+            ):
+                break
+        else:
+            return None
+        scales[c] = np.float64(sc32)
+        lo, hi = min(lo, int(q.min())), max(hi, int(q.max()))
+    shape = [1] * w.ndim
+    shape[axis] = w.shape[axis]
+    from ortquant.transforms.grid import make_grid
+
+    return make_grid(scales.reshape(shape), 0.0, lo, hi)
 
 
 def grid_weight_codes(w: np.ndarray, grid: Grid | None, axis: int, ndim: int) -> tuple[np.ndarray, np.ndarray]:

@@ -67,7 +67,12 @@ from ortquant.transforms._util import (
 from ortquant.transforms.drop_unused_initializers import keep_read_initializers
 from ortquant.transforms.grid import Grid, infer_grids
 from ortquant.transforms.integer_grid_activation import MAX_ACT_BITS, grid_activation, wide_span_problem
-from ortquant.transforms.integer_grid_weight import constant_subgraph, constant_value, grid_weight_codes
+from ortquant.transforms.integer_grid_weight import (
+    constant_subgraph,
+    constant_value,
+    grid_weight_codes,
+    inferred_weight_grid,
+)
 
 DOMAIN = "ortquant.integer"
 LAYER_OPS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
@@ -501,6 +506,8 @@ def _layer_weight(
             raise _SkipError(f"{fast}, and it is not computed from constant initializers only") from fast
         w = constant_value(g.model, value, nodes, lambda n: g.const(n, "a weight input", node), evaluate)  # type: ignore[arg-type]
         grid = g.grids.get(value)
+        if grid is None:  # a float weight a quantizer wrote out already: its per-channel grid from its values
+            grid = inferred_weight_grid(w, axis)
         try:
             codes, s_w = grid_weight_codes(w, grid, axis, ndim)
         except NoGridError as e:

@@ -27,7 +27,7 @@ from onnx import helper, numpy_helper
 from ortquant.transforms import _read
 from ortquant.transforms._integer_common import NoGridError, SkipError
 from ortquant.transforms._util import QONNX_DOMAINS, STANDARD_DOMAINS
-from ortquant.transforms.grid import Grid
+from ortquant.transforms.grid import Grid, make_grid
 
 _MAX_NODES = 64  # a weight's constant subgraph larger than this stays on the float path
 _MAX_CODE = 1 << 15  # codes are stored as int16 before the backend takes them (int8 engine / float-exact)
@@ -220,7 +220,7 @@ def inferred_weight_grid(w: np.ndarray, axis: int, max_code: int = 127) -> Grid 
         mags = mags[mags > 0]
         if mags.size == 0:
             continue  # every value 0
-        if mags.size > 2 * max_code + 1:
+        if mags.size > max_code:
             return None  # more magnitudes than codes
         k = 1
         for r in mags / mags[0]:
@@ -245,8 +245,6 @@ def inferred_weight_grid(w: np.ndarray, axis: int, max_code: int = 127) -> Grid 
         lo, hi = min(lo, int(q.min())), max(hi, int(q.max()))
     shape = [1] * w.ndim
     shape[axis] = w.shape[axis]
-    from ortquant.transforms.grid import make_grid
-
     return make_grid(scales.reshape(shape), 0.0, lo, hi)
 
 

@@ -1,6 +1,7 @@
-"""Integer mode's QConv on the engine's channel-quad path (a multiple of 4 input channels per group, not a plain
-1x1: conv.cc reduces in the order (tap, channel) over planes interleaved by channel quads; on AVX2 the non-negative
-codes of integer mode are read in place when output rows are a multiple of 8 pixels), bit for bit against the numpy
+"""Integer mode's QConv on the engine's channel-quad path (a multiple of 4 input channels per group: conv.cc
+reduces in the order (tap, channel) over planes interleaved by channel quads; on AVX2 the non-negative codes of
+integer mode are read in place when output rows are a multiple of 8 pixels; a plain 1x1 layer takes the quads on
+AVX2 only, for runs of at least 64 pixels, a multiple of 8), bit for bit against the numpy
 reference of the contract (exact sums, one float64 rescale per output channel), on every ISA path and engine kernel.
 Shapes of the small convolutional layers integer mode runs at batch 8 and their edges: M not a multiple of the
 6-row tile, long reductions, batches, pads, stride 2, dilation, groups, output rows that are not a multiple of 8;
@@ -36,6 +37,13 @@ CASES = [
     ((1, 4, 12, 20), (3, 3, 3), (1, 1), (2, 2, 2, 2), (2, 2), 1),  # dilation 2, 20-pixel rows
     ((2, 4, 5, 3), (9, 3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 3-pixel rows
     ((1, 12, 7, 8), (4, 1, 1), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # 1x1 with padding
+    # Plain 1x1 layers (no padding, unit strides) on AVX2: the channel quads of all of the call's pixels, read in
+    # place (at least 64 pixels, a multiple of 8), else the pixel panels gathered from the planes.
+    ((2, 16, 8, 8), (24, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 64 pixels: quads, M = 24 (four 6-row tiles)
+    ((1, 32, 5, 24), (7, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 120 pixels: quads, a 1-row last tile
+    ((2, 24, 8, 8), (6, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 3),  # groups of 8 channels: quads per group
+    ((1, 8, 7, 9), (5, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 63 pixels: panels
+    ((1, 64, 40, 256), (32, 1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # sums over 1 MiB: bands of 4 rows in place
     ((2, 128, 1, 120), (7, 1, 3), (1, 1), (0, 1, 0, 1), (1, 1), 1),  # 1-D, 32 quads: planes in 3 bands of 40 outputs
     # Quad planes over 256 KiB: bands of output rows (Conv2d::run_raw_bands), each band's planes built from the input
     # rows it reads (halo rows, the padding rows at both ends), its sums rescaled per band.

@@ -158,6 +158,8 @@ class Conv2d {
   // images (ESPCN's 64 channels at 128 x 128: 1 MiB) were 11-13 % slower and take the transposing packer over
   // packed_, so the weights are kept in both orders (packed_quad_: (tap, channel)).
   bool quad_ = false;
+  // A plain 1x1 layer's run of np pixels takes the channel-quad planes (run_gemm's direct path) on this kernel.
+  bool quads_1x1(gemm::Kernel kernel, int64_t np) const;
   std::vector<gemm::PackedWeights> packed_quad_;
   std::vector<int8_t> w_;                    // raw weights (depthwise path)
   std::shared_ptr<const DwNhwcWeights> dwn_;  // channels-last depthwise weights (group == channels == outputs)

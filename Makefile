@@ -13,7 +13,7 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 # Serializes concurrent builds of the same tree (several shells or agents building at once).
 LOCK := flock $(BUILD).lock
 
-.PHONY: venv build test test-fast demo bench lint wheel clean wheel-test ort-matrix fuzz test-asan test-isas
+.PHONY: venv build test test-fast demo bench lint wheel clean wheel-test ort-matrix onnx-matrix fuzz test-asan test-isas
 
 $(VENV)/.stamp: requirements-dev.txt
 	$(PY) -m venv $(VENV)
@@ -49,6 +49,7 @@ lint: venv
 # The interpreter the wheel is for (one wheel per CPython: _C is a pybind11 module). PY ?= python3 above.
 ORT_PINNED := $(shell sed -n 's/^onnxruntime==//p' requirements-dev.txt)
 ORT_MATRIX := $(shell grep -v '^\#' tools/ort_matrix.txt)
+ONNX_MATRIX := $(shell grep -v '^\#' tools/onnx_matrix.txt)
 
 # sdist + wheel from it (apt hidden, zig c++ -target x86_64-linux-gnu.2.28), auditwheel repair + show, into dist/
 wheel:
@@ -61,6 +62,10 @@ wheel-test: wheel
 # The conformance tests against each onnxruntime of tools/ort_matrix.txt, each in its own venv
 ort-matrix: wheel
 	set -e; for v in $(ORT_MATRIX); do tools/test_wheel.sh $(PY) dist $$v conformance; done
+
+# The conformance tests with each onnx of tools/onnx_matrix.txt (pyproject allows onnx>=1.16), pinned onnxruntime
+onnx-matrix: wheel
+	set -e; for v in $(ONNX_MATRIX); do tools/test_wheel.sh $(PY) dist $(ORT_PINNED) conformance $$v; done
 # ---- end of the release wheel section ----------------------------------------------------------------------------
 
 clean:

@@ -28,6 +28,13 @@ except ImportError:  # pragma: no cover - layout of another onnxruntime release
 
 IR_VERSION = 10  # onnx 1.23 writes 14 by default, onnxruntime 1.31 reads at most 13 (decision 17)
 
+# onnx 1.19 and later call the schemas' Python shape-inference functions; before (make onnx-matrix: 1.16.2) plain
+# onnx.shape_inference cannot type ortquant's ops, only ortquant's own transforms._util.infer_shapes does.
+needs_onnx_python_inference = pytest.mark.skipif(
+    not hasattr(onnx.defs.OpSchema, "set_type_and_shape_inference_function"),
+    reason="onnx before 1.19 cannot call Python shape-inference functions (tests/test_onnx_versions.py covers it)",
+)
+
 _SOURCE = Path(__file__).resolve().parents[1] / "python"
 
 

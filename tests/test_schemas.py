@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import ortquant
-from conftest import IR_VERSION
+from conftest import IR_VERSION, needs_onnx_python_inference
 from ortquant.schemas import qonnx as qonnx_schemas
 
 
@@ -37,6 +37,7 @@ def _model(nodes, inputs, outputs, inits, domain, version):
     return m
 
 
+@needs_onnx_python_inference
 @pytest.mark.parametrize("domain", qonnx_schemas.DOMAINS)
 @pytest.mark.parametrize("version", [1, 2])
 def test_quant_model_checks_and_infers(domain, version):
@@ -102,6 +103,7 @@ def test_ngraph_quantize_infers_output_type():
     assert out.elem_type == TensorProto.UINT8
 
 
+@needs_onnx_python_inference
 @pytest.mark.parametrize("ceil", [0, 1])
 @pytest.mark.parametrize("size,k,s,pad", [(3, 2, 2, 1), (5, 3, 2, 1), (7, 3, 3, 0), (4, 2, 2, 0), (6, 3, 2, 1)])
 def test_maxpool_nhwc_inferred_shape_matches_kernel(size, k, s, pad, ceil):

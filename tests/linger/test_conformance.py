@@ -12,7 +12,7 @@ from linger_util import DATA
 from onnx import TensorProto, helper
 
 import ortquant
-from conftest import IR_VERSION, assert_bitexact
+from conftest import IR_VERSION, assert_bitexact, needs_onnx_python_inference
 from ortquant.reference import linger as ref
 
 # Cases of tests/data/linger whose ops are all covered by the issue-3 kernels.
@@ -55,6 +55,7 @@ def test_case_matches_linger(case: str, domain: str) -> None:
         assert_bitexact(got, want)
 
 
+@needs_onnx_python_inference
 @pytest.mark.parametrize("case", CASES)
 def test_cases_pass_the_full_checker_and_infer_types(case: str) -> None:
     # prepare_model first: linger's default-domain int8 Relu (relu_int8) is invalid ONNX at opset 12 as exported.

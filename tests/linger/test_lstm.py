@@ -12,7 +12,7 @@ import pytest
 import rnn_util as u
 
 import ortquant
-from conftest import ORT_ERRORS, assert_bitexact, make_node_model, run_model
+from conftest import ORT_ERRORS, assert_bitexact, make_node_model, needs_onnx_python_inference, run_model
 from ortquant import kernels
 from ortquant.reference import linger_rnn as ref
 
@@ -367,6 +367,7 @@ def test_gate_activations_every_path_every_input(isa) -> None:
     np.testing.assert_array_equal(tanh, ref.tanh_table()[idx])
 
 
+@needs_onnx_python_inference
 @pytest.mark.parametrize("lengths", [None, [3, 4]])
 @pytest.mark.parametrize("o_bits", [8, None])
 def test_schema_check_and_shape_inference(rng, lengths, o_bits) -> None:

@@ -18,7 +18,7 @@ from matrix_util import int8_data, matrix_model
 from onnx import helper
 
 import ortquant
-from conftest import NP_TO_ONNX, assert_bitexact, run_model
+from conftest import NP_TO_ONNX, assert_bitexact, needs_onnx_python_inference, run_model
 from ortquant.reference import linger_matrix as ref
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "linger"
@@ -158,6 +158,7 @@ def test_concurrent_runs_are_bit_identical(rng):
     assert not bad
 
 
+@needs_onnx_python_inference
 @pytest.mark.parametrize("case", CASES)
 def test_schemas_check_and_infer(case):
     # Without Quant/Dequant the graphs hold only issue-4 ops: the full checker accepts them and shape inference

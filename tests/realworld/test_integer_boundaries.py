@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import subprocess_env
+
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = Path(os.environ.get("ORTQUANT_REALWORLD", ROOT.parent / "shared" / "conformance" / "realworld"))
 WORKER = Path(__file__).with_name("boundary_worker.py")
@@ -38,7 +40,7 @@ MODELS = {
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_differences_start_at_rounding_boundaries(name: str) -> None:
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    env = {**subprocess_env(), "OPENBLAS_NUM_THREADS": "1"}
     proc = subprocess.run(
         [sys.executable, str(WORKER), str(CORPUS), name, MODELS[name]],
         capture_output=True,

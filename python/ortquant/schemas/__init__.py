@@ -6,6 +6,7 @@ functions that need typed custom-op outputs (``prepare_model``'s shape inference
 
 from __future__ import annotations
 
+import atexit
 import threading
 
 _lock = threading.Lock()
@@ -47,3 +48,20 @@ def register_schemas() -> None:
         linger_rnn.register()
         integer.register()
         _done = True
+        # Removed again before the interpreter finalizes: onnx 1.19-1.22 destroy the schema registry, and the
+        # Python inference functions it holds, after Python has shut down (a hang or a segmentation fault at
+        # exit); taken out while Python runs, they are released normally.
+        atexit.register(_deregister)
+
+
+def _deregister() -> None:
+    import onnx.defs
+
+    from ortquant.schemas._builder import REGISTERED
+
+    for name, version, domain in reversed(REGISTERED):
+        try:
+            onnx.defs.deregister_schema(name, version, domain)
+        except Exception:  # already gone (or an onnx without deregistration): nothing to release
+            continue
+    REGISTERED.clear()

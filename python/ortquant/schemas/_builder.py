@@ -86,6 +86,14 @@ def _proto_attr_type(t: AttrType) -> int:
     }[t]
 
 
+# Every schema register_ops registered, as (name, since_version, domain): removed again at interpreter exit
+# (register_schemas), and the inference functions by (domain, name), for onnx versions that cannot call them.
+REGISTERED: list[tuple[str, int, str]] = []
+INFER: dict[tuple[str, str], Callable[[onnx.shape_inference.InferenceContext], None]] = {}
+# onnx 1.19 and later call Python inference functions; before, a schema cannot hold one.
+PYTHON_INFERENCE = hasattr(OpSchema, "set_type_and_shape_inference_function")
+
+
 def build(op: Op, domain: str) -> OpSchema:
     """The OpSchema of ``op`` in ``domain``."""
     schema = OpSchema(
@@ -109,6 +117,10 @@ def build(op: Op, domain: str) -> OpSchema:
         attributes=[_attribute(a) for a in op.attrs],
     )
     if op.infer is not None:
+        INFER[(domain, op.name)] = op.infer
+    # onnx before 1.19 cannot take a Python inference function: transforms._util.infer_shapes then applies INFER
+    # itself between rounds of onnx's inference.
+    if op.infer is not None and PYTHON_INFERENCE:
         infer = op.infer
 
         def safe(ctx: onnx.shape_inference.InferenceContext) -> None:
@@ -132,6 +144,35 @@ def register_ops(ops: Iterable[Op], domains: Iterable[str]) -> None:
             if existing is not None and existing.since_version == op.since_version:
                 continue
             onnx.defs.register_schema(build(op, domain))
+            REGISTERED.append((op.name, op.since_version, domain))
+
+
+class InferenceContext:
+    """The part of ``onnx.shape_inference.InferenceContext`` the inference functions here use, over one node and
+    the types known so far (for onnx versions that cannot call Python inference functions)."""
+
+    def __init__(self, node: onnx.NodeProto, types: dict[str, onnx.TypeProto]) -> None:
+        self.node = node
+        self.types = types
+        self.outputs: dict[int, onnx.TypeProto] = {}
+
+    def get_num_inputs(self) -> int:
+        return len(self.node.input)
+
+    def get_num_outputs(self) -> int:
+        return len(self.node.output)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def get_input_type(self, i: int) -> onnx.TypeProto | None:
+        return self.types.get(self.node.input[i]) if self.has_input(i) else None
+
+    def get_attribute(self, name: str) -> onnx.AttributeProto | None:
+        return next((a for a in self.node.attribute if a.name == name), None)
+
+    def set_output_type(self, i: int, tp: onnx.TypeProto) -> None:
+        self.outputs[i] = tp
 
 
 # ---- shape-inference helpers --------------------------------------------------------------------------------

@@ -35,7 +35,8 @@ I8 = "tensor(int8)"
 INT_TYPES = ["tensor(int8)", "tensor(int16)", "tensor(int32)"]
 MAX_CAT_INPUTS = 256  # iqCat declares scale_x_0 .. scale_x_255
 
-Infer = Callable[[onnx.shape_inference.InferenceContext], None]
+# (a string: onnx before 1.19 has no InferenceContext, and no Python inference functions at all)
+Infer = Callable[["onnx.shape_inference.InferenceContext"], None]
 
 
 def _platform() -> Attr:

@@ -109,11 +109,58 @@ def infer_shapes(
         model = copy_model(model)
         model.opset_import.extend(onnx.helper.make_opsetid(d, 1) for d in missing)
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=data_prop).graph
+        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=data_prop).graph
+        from ortquant.schemas._builder import PYTHON_INFERENCE
+
+        return graph if PYTHON_INFERENCE else _infer_custom_outputs(model, graph, data_prop)
     except Exception as e:  # best effort: the caller decides what unknown shapes mean
         if errors is not None:
             errors.append(str(e))
         return None
+
+
+def _infer_custom_outputs(model: onnx.ModelProto, graph: onnx.GraphProto, data_prop: bool) -> onnx.GraphProto:
+    """onnx before 1.19 (no Python inference functions): the custom ops' outputs typed by their schemas' inference
+    functions, called here, then onnx's inference again from them; until nothing new is typed."""
+    from ortquant.schemas._builder import INFER, InferenceContext
+
+    def shaped(tp: onnx.TypeProto) -> bool:
+        return tp.HasField("tensor_type") and tp.tensor_type.HasField("shape")
+
+    copied = False
+    for _ in range(len(model.graph.node) + 1):
+        types = {
+            vi.name: vi.type
+            for vi in [*graph.input, *graph.value_info, *graph.output]
+            if vi.type.HasField("tensor_type")
+        }
+        for t in model.graph.initializer:
+            types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+        added: dict[str, onnx.TypeProto] = {}
+        for node in graph.node:
+            infer = INFER.get((node.domain, node.op_type))
+            if infer is None or all(not o or (o in types and shaped(types[o])) for o in node.output):
+                continue
+            ctx = InferenceContext(node, types)
+            try:
+                infer(ctx)
+            except Exception:  # as the schemas' own wrapper: an unknown type stays unknown
+                continue
+            for i, tp in ctx.outputs.items():
+                name = node.output[i] if i < len(node.output) else ""
+                if name and shaped(tp) and not (name in types and shaped(types[name])):
+                    added[name] = tp
+        if not added:
+            break
+        if not copied:
+            model = copy_model(model)
+            copied = True
+        keep = [vi for vi in model.graph.value_info if vi.name not in added]
+        del model.graph.value_info[:]
+        model.graph.value_info.extend(keep)
+        model.graph.value_info.extend(onnx.helper.make_value_info(n, tp) for n, tp in added.items())
+        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=data_prop).graph
+    return graph
 
 
 def element_types(model: onnx.ModelProto) -> dict[str, int]:

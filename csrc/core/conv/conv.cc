@@ -575,6 +575,26 @@ void pack_panel_quads(const uint8_t* const* runs, int64_t kgroups, int64_t p0, i
   }
 }
 
+// The GEMM of weights w over the channel-quad runs of an oh x ow output (rows `cols` quads apart, kgroups runs):
+// the kernel reads the runs in place where it can (cols_runs.h: AVX-512 VNNI, or codes in [0, 127] on AVX2 with
+// rows of a multiple of 8 pixels), else each pixel panel is copied from them (pack_panel_quads).
+void gemm_quads(const PackedWeights& w, const uint8_t* const* runs, int64_t kgroups, int64_t oh, int64_t ow,
+                int64_t cols, const Epilogue& ep, void* out, int64_t ldc, const Parallel& par, Kernel kernel) {
+  if (gemm::cols_runs_supported(ep, kernel, ow)) {
+    gemm::gemm_cols_runs(w, runs, oh, ow, cols, ep, out, ldc, par, kernel);
+    return;
+  }
+  const int64_t p = oh * ow;
+  gemm::gemm_cols_source(
+      w, p,
+      [&](int64_t q, uint8_t* scratch) {
+        const int64_t p0 = q * gemm::kPanel, n = std::min<int64_t>(gemm::kPanel, p - p0);
+        pack_panel_quads(runs, kgroups, p0, n, ow, cols, scratch);
+        return static_cast<const uint8_t*>(scratch);
+      },
+      ep, out, ldc, par, kernel);
+}
+
 }  // namespace
 
 void build_phases(const int8_t* x, int64_t channels, int64_t h, int64_t w, const ConvAttrs& a, const PhaseGrid& g,
@@ -957,20 +977,8 @@ void Conv2d::run_raw_bands(const int8_t* x, const Shape& xs, const Epilogue& ep,
           build_quads_rows(xg + 4 * q0 * h * w, q1 - q0, h, w, a_, cols, y0, y1 + halo, bplane,
                            planes + 4 * q0 * bplane);
         });
-        const int64_t pb = (y1 - y0) * ow;
-        if (gemm::cols_runs_supported(eg, kernel, ow)) {
-          gemm::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, y1 - y0, ow, cols, eg, sums, pb, par,
-                               kernel);
-        } else {
-          gemm::gemm_cols_source(
-              packed_quad_[static_cast<size_t>(gi)], pb,
-              [&](int64_t q, uint8_t* scratch) {
-                const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, pb - p0);
-                pack_panel_quads(runs, kgroups, p0, np, ow, cols, scratch);
-                return static_cast<const uint8_t*>(scratch);
-              },
-              eg, sums, pb, par, kernel);
-        }
+        gemm_quads(packed_quad_[static_cast<size_t>(gi)], runs, kgroups, y1 - y0, ow, cols, eg, sums, (y1 - y0) * ow,
+                   par, kernel);
         sink(b, gi, y0, y1, sums);
       }
     }
@@ -1066,21 +1074,8 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
         // The padding bytes are 0: the OR of the planes is the OR of the image's values and 0.
         if (prove) eg.x_max = x_max_of_or(any);
         char* dst = sink ? grid_out : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
-        if (gemm::cols_runs_supported(eg, kernel, vow)) {
-          // The kernel reads the quad planes directly (no panel copies): AVX-512 VNNI, or non-negative activations
-          // on AVX2 (cols_runs.h).
-          gemm::gemm_cols_runs(packed_quad_[static_cast<size_t>(gi)], runs, voh, vow, vcols, eg, dst, oh * ow, par,
-                               kernel);
-        } else {
-          gemm::gemm_cols_source(
-              packed_quad_[static_cast<size_t>(gi)], oh * ow,
-              [&](int64_t q, uint8_t* scratch) {
-                const int64_t p0 = q * gemm::kPanel, np = std::min<int64_t>(gemm::kPanel, oh * ow - p0);
-                pack_panel_quads(runs, kgroups, p0, np, vow, vcols, scratch);
-                return static_cast<const uint8_t*>(scratch);
-              },
-              eg, dst, oh * ow, par, kernel);
-        }
+        // voh x vow is the output's oh x ow pixels (a 1-D layer's bands divide its row exactly: quad_band_1d).
+        gemm_quads(packed_quad_[static_cast<size_t>(gi)], runs, kgroups, voh, vow, vcols, eg, dst, oh * ow, par, kernel);
         if (sink != nullptr) (*sink)(b, gi, reinterpret_cast<const int32_t*>(grid_out), ow);
       }
     }
@@ -1142,18 +1137,7 @@ void Conv2d::run_gemm(const int8_t* x, const Shape& xs, const Epilogue& ep, void
         if (prove) eg.x_max = x_max_of_or(any);
         char* og = sink ? nullptr : static_cast<char*>(out) + (b * m_ + gi * mg) * oh * ow * es;
         char* dst = grid_out == nullptr ? og : grid_out;
-        if (gemm::cols_runs_supported(eg, kernel, np)) {
-          gemm::gemm_cols_runs(packed_[static_cast<size_t>(gi)], runs, 1, np, np, eg, dst, grid, par, kernel);
-        } else {
-          gemm::gemm_cols_source(
-              packed_[static_cast<size_t>(gi)], grid,
-              [&](int64_t pq, uint8_t* scratch) {
-                const int64_t p0 = pq * gemm::kPanel, n0 = std::min<int64_t>(gemm::kPanel, grid - p0);
-                pack_panel_quads(runs, quads, p0, n0, np, np, scratch);
-                return static_cast<const uint8_t*>(scratch);
-              },
-              eg, dst, grid, par, kernel);
-        }
+        gemm_quads(packed_[static_cast<size_t>(gi)], runs, quads, 1, np, np, eg, dst, grid, par, kernel);
         if (sink != nullptr) (*sink)(b, gi, reinterpret_cast<const int32_t*>(grid_out), cols);
         continue;
       }
